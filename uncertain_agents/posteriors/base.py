@@ -131,6 +131,9 @@ class Posterior(nn.Module):
         self.register_buffer("x_scale", torch.ones(spec.in_dim))
         self.register_buffer("y_loc", torch.zeros(spec.out_dim))
         self.register_buffer("y_scale", torch.ones(spec.out_dim))
+        # True once the training units are fixed (by the first fit or set_units): later
+        # warm-started fits keep them, so a refit never changes what was learned.
+        self.register_buffer("units_fixed", torch.tensor(False))
         self.config: dict = {}
         self._generators: dict[str, torch.Generator] = {}
         self._optimizer: torch.optim.Optimizer | None = None
@@ -233,9 +236,48 @@ class Posterior(nn.Module):
             check_finite(y, "y")
         return x, y, mask
 
+    @property
+    def units_are_fixed(self) -> bool:
+        """Whether the training units are fixed (after the first ``fit`` or :meth:`set_units`)."""
+        return bool(self.units_fixed)
+
+    def set_units(self, *, x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=1.0) -> None:
+        """Fix the units the network is trained in: ``(x − x_loc)/x_scale`` and ``(y − y_loc)/y_scale``.
+
+        Every later ``fit`` keeps them (``fit`` would otherwise set them from the data of the
+        first fit when ``standardize=True``). Priors and the initial noise are defined in
+        these units, so ``y_scale`` is also the scale of the prior over functions. Jobs that
+        know their units set them here (the bandit agents do; see docs/bandits.md).
+        Scalars broadcast over the ``in_dim`` / ``out_dim`` columns.
+
+        Raises:
+            ValueError: for non-finite values or non-positive scales, and if the units are
+                already fixed (changing them would change what was learned).
+        """
+        if self.units_are_fixed:
+            raise ValueError(f"{self.name}: the training units are already fixed (by an earlier fit or "
+                             f"set_units); set_units must be called once, before the first fit")
+        values = {}
+        for name, value, width in (("x_loc", x_loc, self.spec.in_dim), ("x_scale", x_scale, self.spec.in_dim),
+                                   ("y_loc", y_loc, self.spec.out_dim), ("y_scale", y_scale, self.spec.out_dim)):
+            t = as_tensor(value, name, device=self.device).reshape(-1)
+            if t.numel() == 1:
+                t = t.expand(width)
+            if t.numel() != width:
+                raise ValueError(f"{name} must be a scalar or have {width} values, got {t.numel()}")
+            check_finite(t, name)
+            if name.endswith("scale") and not bool((t > 0).all()):
+                raise ValueError(f"{name} must be positive, got {t.tolist()}")
+            values[name] = t
+        for name, t in values.items():
+            getattr(self, name).copy_(t)
+        self.units_fixed.fill_(True)
+
     def _update_scaling(self, x: Tensor, y: Tensor, mask: Tensor | None) -> None:
-        if not self.standardize:
+        """Standardisation from the data of the *first* fit; later fits keep those units."""
+        if not self.standardize or self.units_are_fixed:
             return
+        self.units_fixed.fill_(True)
         self.x_loc.copy_(x.mean(0))
         self.x_scale.copy_(_safe_scale(x.std(0, unbiased=False)))
         if self.kind == "categorical":

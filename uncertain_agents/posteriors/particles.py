@@ -85,8 +85,9 @@ class ParticlePosterior(Posterior):
             self.log_noise = None
 
     def _update_scaling(self, x: Tensor, y: Tensor, mask: Tensor | None) -> None:
+        first = self.standardize and not self.units_are_fixed
         super()._update_scaling(x, y, mask)
-        if self.standardize and self.input_scale != 1.0:
+        if first and self.input_scale != 1.0:
             self.x_scale.mul_(self.input_scale)
 
     def _on_data(self, n_data: int) -> None:
