@@ -287,19 +287,94 @@ def test_bad_input_gives_clear_errors():
         ThompsonSampling(_posterior(), 3, train_every=0)
 
 
-def test_factory_bandit_defaults_and_pooled_reward_scaling():
+def test_agent_fixes_raw_units_and_bandit_prior_no_hidden_overrides():
+    """The factory adds nothing to make_posterior; the agent fixes units and the default prior."""
     agent = make_agent("thompson", n_actions=3, context_dim=2, posterior="mfvi", seed=0)
-    assert agent.posterior.standardize is False and agent.reward_scaling == "none"
+    post = agent.posterior
+    assert post.units_are_fixed and post.config.get("standardize") is None
+    assert torch.equal(post.y_scale, torch.ones(3)) and torch.equal(post.x_scale, torch.ones(2))
+    assert torch.equal(post.y_loc, torch.zeros(3)) and torch.equal(post.x_loc, torch.zeros(2))
+    assert torch.allclose(post.prior_std, torch.ones_like(post.prior_std)) and post.config["prior_std"] == 1.0
+    assert torch.allclose(post.std, 0.1 * torch.ones_like(post.std))      # re-derived from the new prior
     particles = make_agent("thompson", n_actions=3, context_dim=2, posterior="svgd", seed=0)
-    assert particles.posterior.fixed_noise_std == pytest.approx(0.1)
-    post = _posterior()
-    spy = _Spy(post)
-    pooled = ThompsonSampling(post, 3, train_every=6, train_steps=2, initial_pulls=2, reward_scaling="pooled")
+    assert particles.posterior.fixed_noise_std is None                    # no per-method override
+    # a prior chosen by the user is kept; a reward scale is one constant for every arm
+    mine = _posterior(prior_std=0.3)
+    spy = _Spy(mine)
+    ts = ThompsonSampling(mine, 3, train_every=6, train_steps=2, initial_pulls=2, reward_scale=4.0)
+    assert torch.allclose(mine.prior_std, torch.full_like(mine.prior_std, 0.3))
     rewards = [1.0, 5.0, -3.0, 2.0, 0.0, 7.0]
     for t, r in enumerate(rewards):
-        pooled.update(np.zeros(2), t % 3, r)
+        ts.update(np.zeros(2), t % 3, r)
     _, y, mask, _ = spy.fits[-1]
-    expected = (np.array(rewards) - np.mean(rewards)) / np.std(rewards)
-    np.testing.assert_allclose(y[mask].numpy(), expected, rtol=1e-5)
-    with pytest.raises(ValueError, match="reward_scaling"):
-        ThompsonSampling(_posterior(), 3, reward_scaling="robust")
+    np.testing.assert_allclose(y[mask].numpy(), rewards)                  # raw rewards are passed ...
+    assert torch.equal(mine.y_scale, torch.full((3,), 4.0))               # ... and trained in units of 4
+    with pytest.raises(ValueError, match="reward_scale"):
+        ThompsonSampling(_posterior(), 3, reward_scale=0.0)
+
+
+def test_python_posterior_in_thompson_sampling_acts_like_the_cli(tmp_path):
+    """make_posterior defaults + ThompsonSampling = `uncertain-agents bandit` with the same seed."""
+    import pandas as pd
+
+    from uncertain_agents.cli import main
+
+    steps, seed = 150, 4
+    out = tmp_path / "cli"
+    assert main(["bandit", "wheel", "--agent", "thompson", "--posterior", "bb-alpha", "--delta", "0.5",
+                 "--steps", str(steps), "--trials", "1", "--seed", str(seed), "--train-every", "30",
+                 "--train-steps", "10", "--out", str(out)]) == 0
+    cli = pd.read_csv(out / "steps.csv")
+    cli = cli[cli["label"] == "thompson[bb-alpha]"]["action"].to_numpy()
+    post = ua.make_posterior("bb-alpha", in_dim=2, out_dim=5, seed=seed)
+    agent = ThompsonSampling(post, 5, train_every=30, train_steps=10, seed=seed + 1)
+    frame = run_bandit(gym.make("envs:WheelBandit-v0", delta=0.5, horizon=steps), agent, steps=steps, seed=seed)
+    np.testing.assert_array_equal(frame["action"].to_numpy(), cli)
+    assert agent.n_fits >= 4
+
+
+def test_refit_schedule_follows_its_definition():
+    from uncertain_agents.agents import LinearDecay
+
+    sched = LinearDecay(2000, 100, 20)
+    assert [sched(k) for k in (0, 1, 10, 19, 20, 21, 500)] == [2000, 1905, 1050, 195, 100, 100, 100]
+    steps = [sched(k) for k in range(25)]
+    assert all(a >= b for a, b in zip(steps, steps[1:]))
+    with pytest.raises(ValueError, match="first"):
+        LinearDecay(0, 100, 20)
+    with pytest.raises(ValueError, match="refit index"):
+        sched(-1)
+    # the agent asks the schedule for refit k's steps
+    post = _posterior()
+    spy = _Spy(post)
+    ts = ThompsonSampling(post, 3, train_every=3, train_steps=LinearDecay(9, 3, 2), initial_pulls=1)
+    for t in range(12):
+        ts.update(np.zeros(2), t % 3, 1.0)
+    assert [kw["steps"] for *_, kw in spy.fits] == [9, 6, 3, 3]
+    bad = ThompsonSampling(_posterior(), 3, train_every=3, train_steps=lambda k: 0, initial_pulls=1)
+    with pytest.raises(ValueError, match="train_steps schedule"):
+        for t in range(3):
+            bad.update(np.zeros(2), t % 3, 1.0)
+
+
+def test_protocols_set_network_schedule_and_options():
+    from uncertain_agents.agents import LinearDecay, get_protocol
+
+    agent = make_agent("thompson", n_actions=5, context_dim=2, posterior="fsvgd", protocol="fsvgd-paper", seed=0)
+    assert agent.posterior.spec.hidden == (100, 100) and agent.posterior.n_particles == 20
+    assert agent.posterior.fixed_noise_std == pytest.approx(0.1)
+    assert isinstance(agent.train_steps, LinearDecay) and agent.batch_size == 512 and agent.train_every == 50
+    boot = make_agent("thompson", n_actions=5, context_dim=2, posterior="bootstrap", protocol="fsvgd-paper",
+                      posterior_options={"n_members": 7}, train_steps=11, seed=0)
+    assert boot.posterior.n_members == 7 and boot.train_steps == 11      # explicit arguments win
+    show = make_agent("thompson", n_actions=5, context_dim=2, posterior="mfvi", protocol="showdown", seed=0)
+    assert show.posterior.spec.hidden == (100, 100) and show.train_steps == 100
+    assert get_protocol("default").hidden == (50,)
+    with pytest.raises(ValueError, match="unknown bandit protocol 'nope'.*fsvgd-paper"):
+        get_protocol("nope")
+
+
+def test_posterior_sized_from_gymnasium_spaces():
+    env = gym.make("envs:WheelBandit-v0")
+    post = ua.make_posterior("mfvi", in_dim=env.observation_space.shape[0], out_dim=env.action_space.n)
+    assert post.spec.out_dim == 5 and type(post.spec.out_dim) is int

@@ -8,8 +8,10 @@ so ``x @ W`` maps a row of inputs to the next layer.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import Tensor
 import torch.nn.functional as F
@@ -44,12 +46,13 @@ class MLPSpec:
     def __post_init__(self) -> None:
         for name in ("in_dim", "out_dim"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not _is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        hidden = tuple(self.hidden) if not isinstance(self.hidden, int) else (self.hidden,)
-        if any((not isinstance(h, int)) or isinstance(h, bool) or h <= 0 for h in hidden):
+            object.__setattr__(self, name, int(value))  # numpy ints (gymnasium spaces) become ints
+        hidden = tuple(self.hidden) if not _is_int(self.hidden) else (self.hidden,)
+        if any(not _is_int(h) or h <= 0 for h in hidden):
             raise ValueError(f"hidden must be a sequence of positive integers, got {self.hidden!r}")
-        object.__setattr__(self, "hidden", hidden)
+        object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))
         if self.activation not in ACTIVATIONS:
             raise ValueError(
                 f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}"
@@ -161,3 +164,8 @@ class MLPSpec:
     def to_config(self) -> dict:
         return {"in_dim": self.in_dim, "out_dim": self.out_dim,
                 "hidden": list(self.hidden), "activation": self.activation}
+
+
+def _is_int(value) -> bool:
+    """True for Python and numpy integers (never for bools)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))

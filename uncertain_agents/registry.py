@@ -109,7 +109,7 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activa
         raise ValueError("device='cuda' was requested but CUDA is not available")
     spec = MLPSpec(in_dim, out_dim, hidden, activation)
     post = cls(spec, likelihood, device=device, seed=seed, **method_kwargs)
-    post.config = {"name": key, "in_dim": in_dim, "out_dim": out_dim, "hidden": list(hidden),
+    post.config = {"name": key, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
                    "activation": activation, "likelihood": likelihood, "seed": seed,
                    **method_kwargs}
     json.dumps(post.config)  # fail early if an option cannot be saved

@@ -10,8 +10,11 @@ from .bayes_linear import BayesianLinearArms
 from .factory import AGENTS, make_agent, resolve_agent
 from .history import History
 from .linear import LinearThompson, NeuralLinear
+from .protocols import PROTOCOLS, BanditProtocol, get_protocol
 from .run import run_bandit
+from .schedule import LinearDecay
 from .thompson import ThompsonSampling
 
-__all__ = ["AGENTS", "Agent", "BayesianLinearArms", "Greedy", "History", "LinearThompson", "NeuralLinear",
-           "ThompsonSampling", "Uniform", "make_agent", "resolve_agent", "run_bandit"]
+__all__ = ["AGENTS", "PROTOCOLS", "Agent", "BanditProtocol", "BayesianLinearArms", "Greedy", "History",
+           "LinearDecay", "LinearThompson", "NeuralLinear", "ThompsonSampling", "Uniform", "get_protocol",
+           "make_agent", "resolve_agent", "run_bandit"]

@@ -76,11 +76,15 @@ def agent_specs(agents: list[str], posteriors: list[str], options: dict | None =
 
 
 def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials: int, seed: int = 0,
-                   delta: float = 0.95, data_dir=None, download: bool = True, hidden=(50,), train_every: int = 50,
-                   train_steps: int = 100, batch_size: int = 512, lr: float | None = None, device="cpu",
+                   delta: float = 0.95, data_dir=None, download: bool = True, protocol: str = "default",
+                   hidden=None, train_every: int | None = None, train_steps=None, batch_size: int | None = None,
+                   lr: float | None = None, device="cpu",
                    progress: Callable[[str, int], None] | None = None,
                    on_run: Callable[[pd.DataFrame], None] | None = None) -> pd.DataFrame:
     """Run every spec for ``trials`` trials; returns all steps with ``label, agent, posterior, trial, seed, seconds``.
+
+    Agents are built by :func:`make_agent` under ``protocol``; settings left as ``None``
+    come from the protocol.
 
     ``progress(label, k)`` is called as steps complete; ``on_run(frame)`` after every run.
     """
@@ -96,7 +100,8 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
             env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
             agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
                                context_dim=env.observation_space.shape[0], posterior=spec.posterior,
-                               posterior_options=spec.options, hidden=hidden, train_every=train_every,
+                               posterior_options=spec.options, protocol=protocol, hidden=hidden,
+                               train_every=train_every,
                                train_steps=train_steps, batch_size=batch_size, lr=lr, device=device,
                                seed=trial_seed)
             tick = None if progress is None else (lambda k, label=spec.label: progress(label, k))

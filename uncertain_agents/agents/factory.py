@@ -5,6 +5,8 @@ from ..registry import make_posterior
 from .base import Agent
 from .baselines import Greedy, Uniform
 from .linear import LinearThompson, NeuralLinear
+from .protocols import BanditProtocol, get_protocol
+from .schedule import TrainSteps
 from .thompson import ThompsonSampling
 
 AGENTS = ("uniform", "greedy", "linear", "neural-linear", "thompson")
@@ -12,13 +14,6 @@ _ALIASES = {"ts": "thompson", "thompson-sampling": "thompson", "random": "unifor
             "linfullpost": "linear", "linear-thompson": "linear", "lin-full-post": "linear",
             "neurallinear": "neural-linear", "neural_linear": "neural-linear"}
 POSTERIOR_AGENTS = ("thompson", "greedy")
-
-#: Posterior options used for bandits unless overridden (see docs/bandits.md): raw
-#: contexts and rewards (the posterior's own standardisation is per arm).
-BANDIT_POSTERIOR_DEFAULTS: dict = {"standardize": False}
-#: Per-method bandit options (Wang et al. 2019, A.4: particle methods use a fixed noise std 0.1).
-BANDIT_METHOD_DEFAULTS: dict[str, dict] = {"fsvgd": {"noise_std": 0.1}, "svgd": {"noise_std": 0.1}}
-
 
 def resolve_agent(name: str) -> str:
     if not isinstance(name, str):
@@ -32,24 +27,34 @@ def resolve_agent(name: str) -> str:
 
 
 def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | None = None,
-               posterior_options: dict | None = None, hidden=(50,), activation: str = "relu",
-               train_every: int = 50, train_steps: int = 100, batch_size: int = 512,
-               initial_pulls: int = 2, lr: float | None = None, device="cpu",
+               posterior_options: dict | None = None, protocol: str | BanditProtocol = "default",
+               hidden=None, activation: str = "relu", train_every: int | None = None,
+               train_steps: TrainSteps | None = None, batch_size: int | None = None,
+               initial_pulls: int | None = None, lr: float | None = None, device="cpu",
                seed: int | None = None) -> Agent:
-    """Build agent ``name`` (one of :data:`AGENTS`).
+    """Build agent ``name`` (one of :data:`AGENTS`) under a bandit ``protocol``.
 
-    ``thompson`` and ``greedy`` need ``posterior`` (a registry name); the posterior is
-    built with ``out_dim = n_actions`` and :data:`BANDIT_POSTERIOR_DEFAULTS`, then
-    :data:`BANDIT_METHOD_DEFAULTS` of its method, then ``posterior_options``. Raises ``ValueError`` for an unknown agent or posterior name.
+    Settings left as ``None`` come from the protocol (:mod:`.protocols`; ``"default"`` is
+    the library's defaults). ``thompson`` and ``greedy`` need ``posterior`` (a registry
+    name): it is built by ``make_posterior`` with ``out_dim = n_actions``, the protocol's
+    options for that method, then ``posterior_options`` — nothing else; the agent then
+    fixes its training units (see :class:`~.neural.PosteriorAgent`), exactly as for a
+    posterior built by hand. Raises ``ValueError`` for an unknown agent, posterior or
+    protocol name.
     """
     key = resolve_agent(name)
+    proto = get_protocol(protocol)
     n_actions, context_dim = int(n_actions), int(context_dim)
-    schedule = dict(train_every=train_every, train_steps=train_steps, batch_size=batch_size,
-                    initial_pulls=initial_pulls)
+    hidden = proto.hidden if hidden is None else hidden
+    schedule = dict(train_every=proto.train_every if train_every is None else train_every,
+                    train_steps=proto.train_steps if train_steps is None else train_steps,
+                    batch_size=proto.batch_size if batch_size is None else batch_size,
+                    initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
+    lr = proto.lr if lr is None else lr
     if key == "uniform":
         return Uniform(n_actions, context_dim=context_dim, seed=seed)
     if key == "linear":
-        return LinearThompson(context_dim, n_actions, initial_pulls=initial_pulls, seed=seed)
+        return LinearThompson(context_dim, n_actions, initial_pulls=schedule["initial_pulls"], seed=seed)
     if key == "neural-linear":
         return NeuralLinear(context_dim, n_actions, hidden=hidden, activation=activation, device=device,
                             seed=seed, **schedule, **({} if lr is None else {"lr": lr}))
@@ -58,7 +63,7 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
     from ..registry import resolve_name
 
     method = resolve_name(posterior)
-    options = {**BANDIT_POSTERIOR_DEFAULTS, **BANDIT_METHOD_DEFAULTS.get(method, {}), **(posterior_options or {})}
+    options = {**proto.options_for(method), **(posterior_options or {})}
     post = make_posterior(posterior, in_dim=context_dim, out_dim=n_actions, hidden=hidden,
                           activation=activation, likelihood="gaussian", device=device, seed=seed,
                           **options)

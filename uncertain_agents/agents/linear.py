@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .schedule import TrainSteps, check_train_steps, steps_for_refit
 from ..network import MLPSpec
 from ..validation import check_positive_float, check_positive_int
 from .base import Agent, make_rng
@@ -63,7 +64,8 @@ class NeuralLinear(Agent):
     Args:
         context_dim, n_actions: context width and number of arms.
         hidden, activation: the network (one output per arm).
-        train_every, train_steps, batch_size, lr: network refit schedule (Adam, warm-started).
+        train_every, train_steps, batch_size, lr: network refit schedule (Adam, warm-started);
+            ``train_steps`` may be a schedule ``k -> steps`` (see :mod:`.schedule`).
         a0, b0, lambda_prior: the normal-inverse-gamma prior of the last-layer regressions.
         initial_pulls: round-robin pulls of every arm before the first fit.
         device: where the network trains.
@@ -73,7 +75,7 @@ class NeuralLinear(Agent):
     name = "neural-linear"
 
     def __init__(self, context_dim: int, n_actions: int, *, hidden=(50,), activation: str = "relu",
-                 train_every: int = 50, train_steps: int = 100, batch_size: int = 512, lr: float = 1e-2,
+                 train_every: int = 50, train_steps: TrainSteps = 100, batch_size: int = 512, lr: float = 1e-2,
                  a0: float = 6.0, b0: float = 6.0, lambda_prior: float = 0.25, initial_pulls: int = 2,
                  device="cpu", seed: int | None = None):
         super().__init__(n_actions, context_dim)
@@ -82,7 +84,7 @@ class NeuralLinear(Agent):
             raise ValueError("hidden must have at least one layer for NeuralLinear (use LinearThompson)")
         self.spec = MLPSpec(self.context_dim, self.n_actions, hidden, activation)
         self.train_every = check_positive_int(train_every, "train_every")
-        self.train_steps = check_positive_int(train_steps, "train_steps")
+        self.train_steps = check_train_steps(train_steps)
         self.batch_size = check_positive_int(batch_size, "batch_size")
         self.lr = check_positive_float(lr, "lr")
         self.initial_pulls = _non_negative_int(initial_pulls, "initial_pulls")
@@ -128,7 +130,7 @@ class NeuralLinear(Agent):
         mask = torch.from_numpy(mask).to(self.device, torch.float32)
         n = x.shape[0]
         bs = min(self.batch_size, n)
-        for _ in range(self.train_steps):
+        for _ in range(steps_for_refit(self.train_steps, self.n_fits)):
             idx = torch.randint(n, (bs,), generator=self.torch_gen, device=self.device)
             f = self.spec.forward(self.params, x[idx])[0]                   # [B, A]
             loss = ((f - y[idx]).square() * mask[idx]).sum() / bs

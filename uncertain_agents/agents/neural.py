@@ -15,6 +15,11 @@ from ..validation import check_positive_float, check_positive_int
 from .base import Agent
 from .history import History
 from .host_functions import HostFunctions
+from .schedule import TrainSteps, check_train_steps, steps_for_refit
+
+#: Weight prior std the bandit agents give posteriors with the default prior (raw reward
+#: units; N(0, 1) as in Riquelme et al. 2018's BBB). See :class:`PosteriorAgent`.
+BANDIT_PRIOR_STD: float = 1.0
 
 
 class PosteriorAgent(Agent):
@@ -25,23 +30,32 @@ class PosteriorAgent(Agent):
             ``out_dim == n_actions``.
         n_actions: number of arms.
         train_every: refit after every ``train_every`` observations.
-        train_steps: optimiser steps per refit.
+        train_steps: optimiser steps per refit: an int, or a schedule ``k -> steps`` of
+            the refit index ``k`` (e.g. :class:`~uncertain_agents.agents.LinearDecay`).
         batch_size: minibatch size of the refits.
         initial_pulls: every arm is played this many times, round robin, before the
             posterior is first fitted.
         lr: learning rate of the refits (``None``: the method's default).
-        reward_scaling: ``"none"`` (default) trains on raw rewards; ``"pooled"`` trains on ``(r − m)/s`` with ``m, s`` the
-            mean and std of all rewards observed so far (one shift and scale shared by
-            every arm, recomputed at each refit, so ``argmax`` is unchanged and an
-            unexplored arm's prior sits at the pooled mean with the pooled spread).
-            Either way pass ``standardize=False`` to the posterior (its own
-            standardisation is per arm; see docs/bandits.md).
+        reward_scale: rewards are divided by this constant (shared by every arm, never
+            re-estimated) before training; default 1 (raw rewards).
+        prior_std: weight prior the agent gives a posterior that still has the regression
+            default (``1/sqrt(fan_in)`` in standardised units); default
+            :data:`BANDIT_PRIOR_STD`. A prior chosen by the user is kept.
         seed: seeds the agent's draws from the posterior.
+
+    Before the first fit the agent fixes the posterior's training units (unless they are
+    already fixed): ``posterior.set_prior_std(prior_std)`` when its prior is the default, then
+    ``posterior.set_units(x_loc=0, x_scale=1, y_loc=0, y_scale=reward_scale)``. Contexts are
+    used as they come and rewards are never standardised per arm, because an arm that has
+    only paid ≈1 would get a reward scale of ≈0.05 and its posterior could never reach the
+    50 it may pay (see docs/bandits.md, "Units and prior"). Python and the CLI get the same
+    behaviour because this happens here, in the agent.
     """
 
     def __init__(self, posterior: Posterior, n_actions: int, *, train_every: int = 50,
-                 train_steps: int = 100, batch_size: int = 512, initial_pulls: int = 2,
-                 lr: float | None = None, reward_scaling: str = "none", seed: int | None = None):
+                 train_steps: TrainSteps = 100, batch_size: int = 512, initial_pulls: int = 2,
+                 lr: float | None = None, reward_scale: float = 1.0, prior_std: float | None = None,
+                 seed: int | None = None):
         if not isinstance(posterior, Posterior):
             raise TypeError(f"posterior must be a uncertain_agents Posterior (see make_posterior), "
                             f"got {type(posterior).__name__}")
@@ -54,16 +68,18 @@ class PosteriorAgent(Agent):
                              f"got out_dim={posterior.spec.out_dim}")
         self.posterior = posterior
         self.train_every = check_positive_int(train_every, "train_every")
-        self.train_steps = check_positive_int(train_steps, "train_steps")
+        self.train_steps = check_train_steps(train_steps)
         self.batch_size = check_positive_int(batch_size, "batch_size")
         if isinstance(initial_pulls, bool) or not isinstance(initial_pulls, (int, np.integer)) or initial_pulls < 0:
             raise ValueError(f"initial_pulls must be a non-negative integer, got {initial_pulls!r}")
         self.initial_pulls = int(initial_pulls)
         self.lr = check_positive_float(lr, "lr", allow_none=True)
-        if reward_scaling not in ("pooled", "none"):
-            raise ValueError(f"reward_scaling must be 'pooled' or 'none', got {reward_scaling!r}")
-        self.reward_scaling = reward_scaling
-        self.reward_loc, self.reward_scale = 0.0, 1.0
+        self.reward_scale = check_positive_float(reward_scale, "reward_scale")
+        self.prior_std = check_positive_float(BANDIT_PRIOR_STD if prior_std is None else prior_std, "prior_std")
+        if not posterior.units_are_fixed:
+            if posterior.has_default_prior:
+                posterior.set_prior_std(self.prior_std)
+            posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=self.reward_scale)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         self.generator = (posterior.generator() if seed is None
@@ -97,15 +113,12 @@ class PosteriorAgent(Agent):
 
     def refit(self) -> FitResult:
         """Warm-started fit on the whole history; invalidates the drawn functions."""
-        if self.reward_scaling == "pooled":
-            rewards = self.history.rewards
-            std = float(rewards.std())
-            self.reward_loc, self.reward_scale = float(rewards.mean()), (std if std > 1e-8 else 1.0)
-        y, mask = self.history.masked_targets(self.n_actions, loc=self.reward_loc, scale=self.reward_scale)
+        y, mask = self.history.masked_targets(self.n_actions)
         device = self.posterior.device
         x = torch.from_numpy(self.history.contexts).to(device)
         self.last_fit = self.posterior.fit(x, torch.from_numpy(y).to(device), torch.from_numpy(mask).to(device),
-                                           steps=self.train_steps, batch_size=self.batch_size, lr=self.lr)
+                                           steps=steps_for_refit(self.train_steps, self.n_fits),
+                                           batch_size=self.batch_size, lr=self.lr)
         self.n_fits += 1
         self.functions = None
         return self.last_fit

@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..agents.protocols import PROTOCOLS, get_protocol
 from ..options import parse_key_value
 
 
@@ -40,12 +41,16 @@ def register(sub) -> None:
     p.add_argument("--trials", type=int, default=3, help="independent trials (default 3)")
     p.add_argument("--seed", type=int, default=0, help="seed of trial 0; trial i uses seed + i")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/bandit-ENV)")
-    p.add_argument("--hidden", type=lambda s: tuple(int(v) for v in _csv_list(s)), default=(50,),
-                   help="hidden widths, e.g. 50 or 100,100 (default 50)")
-    p.add_argument("--train-every", type=int, default=50)
-    p.add_argument("--train-steps", type=int, default=100)
-    p.add_argument("--batch-size", type=int, default=512)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--protocol", default="default", choices=sorted(PROTOCOLS),
+                   help="named settings (network, refit schedule, posterior options): default, "
+                        "showdown (Riquelme et al. 2018), fsvgd-paper (Wang et al. 2019); "
+                        "the options below override it")
+    p.add_argument("--hidden", type=lambda s: tuple(int(v) for v in _csv_list(s)), default=None,
+                   help="hidden widths, e.g. 50 or 100,100 (default: the protocol's)")
+    p.add_argument("--train-every", type=int, default=None, help="refit every N decisions (default: protocol)")
+    p.add_argument("--train-steps", type=int, default=None, help="optimiser steps per refit (default: protocol)")
+    p.add_argument("--batch-size", type=int, default=None, help="refit minibatch (default: protocol)")
+    p.add_argument("--lr", type=float, default=None, help="refit learning rate (default: the method's)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default=None, help="data folder (else $UNCERTAIN_AGENTS_DATA)")
     p.add_argument("--no-download", dest="download", action="store_false",
@@ -85,14 +90,16 @@ def run(args) -> int:
 
         steps = run_experiment(env_name, specs, steps=args.steps, trials=args.trials, seed=args.seed,
                                delta=args.delta, data_dir=args.data_dir, download=args.download,
-                               hidden=args.hidden,
+                               protocol=args.protocol, hidden=args.hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
                                batch_size=args.batch_size, lr=args.lr, device=args.device, progress=tick)
     summary = summarize(steps)
     steps.to_csv(out / "steps.csv", index=False)
     summary.to_csv(out / "summary.csv", index=False)
+    proto = get_protocol(args.protocol)
     meta = {"env": env_name, "delta": args.delta if env_name == "wheel" else None, "steps": args.steps,
-            "trials": args.trials, "seed": args.seed, "hidden": list(args.hidden),
+            "trials": args.trials, "seed": args.seed, "protocol": proto.name,
+            "hidden": list(args.hidden or proto.hidden),
             "options": dict(args.option), "summary": summary.to_dict(orient="records")}
     (out / "summary.json").write_text(json.dumps(meta, indent=2, default=float))
     title = f"{env_name}" + (f" δ={args.delta}" if env_name == "wheel" else "") + \

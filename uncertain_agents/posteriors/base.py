@@ -161,6 +161,9 @@ class Posterior(nn.Module):
     def _make_optimizer(self, lr: float) -> torch.optim.Optimizer:
         return torch.optim.Adam([p for p in self.parameters() if p.requires_grad], lr=lr)
 
+    def _on_prior_change(self) -> None:
+        """Hook called by :meth:`set_prior_std`: refresh anything derived from ``prior_std``."""
+
     def _on_data(self, n_data: int) -> None:
         """Hook called at the start of ``fit`` with the number of rows (bootstrap weights)."""
 
@@ -240,6 +243,31 @@ class Posterior(nn.Module):
     def units_are_fixed(self) -> bool:
         """Whether the training units are fixed (after the first ``fit`` or :meth:`set_units`)."""
         return bool(self.units_fixed)
+
+    @property
+    def has_default_prior(self) -> bool:
+        """True when ``prior_std`` was not chosen by the user (the ``1/sqrt(fan_in)`` default)."""
+        return self.config.get("prior_std") is None
+
+    def set_prior_std(self, prior_std: float) -> None:
+        """Replace the Gaussian weight prior by ``N(0, prior_std²)`` for every weight and bias.
+
+        The prior lives in training units, so it can only change before they are fixed (before
+        the first fit and before :meth:`set_units`). Anything the method derives from the prior
+        (a mean-field posterior's initial std, dropout's weight decay, f-SVGD's layer scales)
+        is re-derived, and the saved configuration records the new value. Jobs whose units
+        need another prior than the regression default set it here (the bandit agents do).
+
+        Raises:
+            ValueError: for a non-positive or non-finite value, or once the units are fixed.
+        """
+        value = check_positive_float(prior_std, "prior_std")
+        if self.units_are_fixed:
+            raise ValueError(f"{self.name}: set_prior_std must be called before the first fit and before "
+                             f"set_units (the prior is defined in the training units, which are fixed now)")
+        self.prior_std.fill_(value)
+        self.config["prior_std"] = value
+        self._on_prior_change()
 
     def set_units(self, *, x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=1.0) -> None:
         """Fix the units the network is trained in: ``(x − x_loc)/x_scale`` and ``(y − y_loc)/y_scale``.

@@ -70,11 +70,17 @@ class DropoutAlpha(Posterior):
         n_layers = len(spec.layer_shapes)
         self.rates: tuple[float, ...] = (self.input_dropout,) + (self.dropout,) * (n_layers - 1)
         self.params = nn.Parameter(spec.init_params(1, generator=self._init_generator)[0])
+        self.register_buffer("decay", self._weight_decay())
+
+    def _weight_decay(self) -> Tensor:
+        """``[D]`` l²(1−p)/2 per weight entry (divided by N at each step); zero for biases."""
         keep = torch.cat([torch.full((fi * fo + fo,), 1.0 - p)
-                          for (fi, fo), p in zip(spec.layer_shapes, self.rates)])
-        # l²(1-p)/2 per weight entry (divided by N at each step); zero for biases
-        decay = keep * spec.weight_mask().float() / (2.0 * self.prior_std.square())
-        self.register_buffer("decay", decay)
+                          for (fi, fo), p in zip(self.spec.layer_shapes, self.rates)])
+        return keep.to(self.prior_std.device) * self.spec.weight_mask().float().to(self.prior_std.device) \
+            / (2.0 * self.prior_std.square())
+
+    def _on_prior_change(self) -> None:
+        self.decay.copy_(self._weight_decay())
 
     # ------------------------------------------------------------- masks
     def draw_masks(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:

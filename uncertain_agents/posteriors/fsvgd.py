@@ -81,6 +81,9 @@ class FunctionSpaceSVGD(ParticlePosterior):
         self.prior_scale = check_positive_float(prior_scale, "prior_scale")
         self._layer_stds = layer_prior_stds(spec, self.prior_std)
 
+    def _on_prior_change(self) -> None:
+        self._layer_stds = layer_prior_stds(self.spec, self.prior_std)
+
     # ------------------------------------------------------------ pieces
     def function_values(self, params: Tensor, x: Tensor) -> Tensor:
         """``params[n, D]``, ``x[B, d]`` -> ``[n, B, out]`` (log-softmax for classification)."""

@@ -25,10 +25,14 @@ class MeanFieldGaussian(Posterior):
                  init_std: float = 0.1, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self.train_samples = check_positive_int(train_samples, "train_samples")
-        init_std = check_positive_float(init_std, "init_std")
+        self.init_std = check_positive_float(init_std, "init_std")
         mean = spec.init_params(1, generator=self._init_generator)[0]
         self.mean = nn.Parameter(mean)
-        self.log_std = nn.Parameter((self.prior_std * init_std).log())
+        self.log_std = nn.Parameter((self.prior_std * self.init_std).log())
+
+    def _on_prior_change(self) -> None:
+        with torch.no_grad():
+            self.log_std.copy_((self.prior_std * self.init_std).log())
 
     @property
     def std(self) -> Tensor:
