@@ -63,17 +63,23 @@ def load_dataset(name: str, data_dir=None) -> ImageDataset:
 
 def build_classifier(choice: PosteriorChoice, data: ImageDataset, *, hidden=(400, 400),
                      activation: str = "relu", seed: int = 0, device="cpu"):
-    """A categorical posterior for ``data``; pixels are used as they are (``standardize=False``)
-    unless the choice sets ``standardize``, so an ε in pixel units is the same for every model."""
-    options = {"standardize": False, **choice.options}
+    """A categorical posterior for ``data``: ``make_posterior`` with the choice's options only."""
     return make_posterior(choice.name, in_dim=data.in_dim, out_dim=data.n_classes, hidden=tuple(hidden),
                           activation=activation, likelihood="categorical", device=device, seed=seed,
-                          **options)
+                          **choice.options)
 
 
 def train_classifier(post, data: ImageDataset, *, epochs: float, batch_size: int = 128,
                      lr: float | None = None, progress: bool = False) -> float:
-    """Fit for ``epochs`` passes over the training set; returns the wall time in seconds."""
+    """Fit for ``epochs`` passes over the training set; returns the wall time in seconds.
+
+    The attack job trains on pixels as they are: before the first fit it fixes the
+    posterior's input units to the identity (``post.set_units()``, unless they are already
+    fixed), so an ε in pixel units means the same for every model, and a pixel that is
+    almost constant in the training set is not blown up by a per-pixel standardisation.
+    """
+    if not post.units_are_fixed:
+        post.set_units()
     steps = max(1, int(math.ceil(epochs * len(data.y_train) / batch_size)))
     x = torch.as_tensor(data.x_train)
     y = torch.as_tensor(data.y_train)

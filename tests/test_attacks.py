@@ -150,7 +150,7 @@ def test_dropout_alpha_entropy_rises_with_epsilon(digits):
 # --------------------------------------------------------------- I-FGSM
 def test_targeted_ifgsm_pushes_towards_target(mfvi, digits):
     _, _, x, y = digits
-    frame, x_adv, keep = targeted_ifgsm(mfvi, x, y, target=3, step=0.03, steps=8, n_samples=5,
+    frame, x_adv, keep = targeted_ifgsm(mfvi, x, y, target=3, step=0.03, steps=8, n_samples=20,
                                         return_adversarials=True)
     assert list(frame.columns[:5]) == IFGSM_COLUMNS
     assert list(frame["step"]) == list(range(9))
@@ -160,7 +160,9 @@ def test_targeted_ifgsm_pushes_towards_target(mfvi, digits):
     assert frame["target_success"].iloc[-1] > 0.3
     assert frame["accuracy"].iloc[-1] < frame["accuracy"].iloc[0] - 0.3
     assert (x_adv - x[keep]).abs().max() <= 8 * 0.03 + 1e-5
-    assert frame["target_success"].is_monotonic_increasing
+    # rises step by step; every row is re-scored with fresh random functions, so a step may
+    # dip by Monte-Carlo noise (≈ 0.03 s.e. for 179 inputs), never by more than 0.05
+    assert np.all(np.diff(frame["target_success"].to_numpy()) > -0.05), frame["target_success"].tolist()
     assert x_adv.min() >= 0 and x_adv.max() <= 1
 
 

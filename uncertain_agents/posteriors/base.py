@@ -33,6 +33,9 @@ from ..validation import (as_tensor, check_finite, check_inputs, check_positive_
 
 SAVE_FORMAT = "uncertain-agents/1"
 
+#: Default weight prior std per likelihood (``None``: ``1/sqrt(fan_in)`` per layer).
+DEFAULT_PRIOR_STD: dict[str, float | None] = {"gaussian": None, "categorical": 1.0}
+
 
 class TrainingDivergedError(RuntimeError):
     """Raised when the training loss or the parameters become NaN or infinite."""
@@ -95,8 +98,11 @@ class Posterior(nn.Module):
         device: where parameters live and computation runs.
         seed: seeds the initialisation and the default random generator.
         prior_std: Gaussian prior standard deviation of every weight and bias; ``None``
-            (default) uses ``1/sqrt(fan_in)`` per layer, which keeps the prior over
-            functions O(1) in standardised units.
+            (default) depends on the likelihood (:data:`DEFAULT_PRIOR_STD`): regression uses
+            ``1/sqrt(fan_in)`` per layer, which keeps the prior over functions O(1) in
+            standardised units; classification uses N(0, 1), whose logits can be confident
+            (with ``1/sqrt(fan_in)`` the logits stay O(1), clean digits keep ~1.5 nats of
+            entropy and FGSM detection suffers; see docs/plug_in.md).
         noise_std: fixes the regression noise standard deviation (original units of y);
             ``None`` learns it.
         init_noise_std: starting value of a learned noise std (standardised units).
@@ -124,6 +130,8 @@ class Posterior(nn.Module):
         self.likelihood = make_likelihood(likelihood, spec.out_dim, noise_std=self.fixed_noise_std,
                                           init_noise_std=init_noise_std)
         self.kind = likelihood
+        if prior_std is None:
+            prior_std = DEFAULT_PRIOR_STD.get(likelihood)
         prior = (1.0 / spec.fan_in_per_param().sqrt() if prior_std is None
                  else torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std")))
         self.register_buffer("prior_std", prior)

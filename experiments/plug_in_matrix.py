@@ -1,0 +1,225 @@
+"""Plug-in matrix: every registered posterior × three jobs, with its defaults, through the public API.
+
+Jobs (each cell = one posterior, one split / trial / seed; nothing but ``make_posterior``'s
+defaults and the job's own documented settings):
+
+* ``boston``   — UCI Boston housing, standard splits, 1×50 network, 500 epochs, batch 32
+  (``uncertain_agents.regression.run_uci``): test NLL and RMSE.
+* ``wheel``    — Thompson sampling, wheel bandit δ = 0.5, 3,000 decisions:
+  ``ThompsonSampling(make_posterior(name, in_dim=2, out_dim=5, seed=t), 5, seed=t + 1)``
+  and ``run_bandit(..., seed=t)``; normalised regret = 100 × regret / Uniform's on the
+  same rounds.
+* ``mushroom`` — the same on the mushroom bandit (117 one-hot features, 2 arms).
+* ``digits``   — scikit-learn digits (8×8), 2×100 network, 3,000 steps at batch 64
+  (``attacks.evaluate.train_classifier``), untargeted FGSM at ε ∈ {0.15, 0.3} on the
+  450 test images: accuracy, mean predictive entropy and AUROC(entropy) clean vs adversarial.
+
+Every finished cell is written atomically to ``OUT/cells/<job>__<posterior>__<i>.json``;
+re-running skips finished cells, so an interrupted run resumes. ``--workers`` runs cells
+in a process pool (one torch thread each). The summary (``matrix.csv``, ``matrix.md``)
+is rebuilt from the cell files at the end.
+
+    UNCERTAIN_AGENTS_DATA=../shared/data python experiments/plug_in_matrix.py \\
+        --out experiments/results/plug_in_matrix --workers 2
+
+About 75 minutes on this 2-core machine for all 8 posteriors (f-SVGD's bandit cells are
+the slowest); ``--jobs`` and ``--posteriors`` run a part.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+JOBS = ("boston", "wheel", "mushroom", "digits")
+BANDIT_STEPS = 3000
+DIGITS = dict(hidden=(100, 100), steps=3000, batch_size=64, epsilons=(0.0, 0.15, 0.3), n_samples=20)
+TARGETS = ("normalised regret ≤ 30 for every Bayesian posterior on wheel and mushroom, best ≤ 10 (wheel) "
+           "and ≤ 8 (mushroom); digits: entropy(adversarial) > entropy(clean) at ε = 0.15 and 0.3, "
+           "AUROC(entropy) at ε = 0.15 ≥ 0.75 for each, ≥ 0.85 for the best")
+
+
+# ----------------------------------------------------------------------------- cells
+def run_boston(name: str, split: int) -> dict:
+    from uncertain_agents.regression import UCIConfig, run_uci
+
+    frame = run_uci(UCIConfig(dataset="bostonHousing", posterior=name, splits=[split]))
+    row = frame.iloc[0]
+    return {"test_nll": float(row["test_nll"]), "test_rmse": float(row["test_rmse"]),
+            "seconds": float(row["train_seconds"])}
+
+
+def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
+    import uncertain_agents as ua
+    from uncertain_agents.agents import ThompsonSampling, Uniform, run_bandit
+    from uncertain_agents.agents.experiment import make_env
+
+    def env():
+        if env_name == "wheel":
+            return make_env("wheel", steps=BANDIT_STEPS, delta=0.5)
+        return make_env("mushroom", steps=BANDIT_STEPS)
+
+    e = env()
+    n_arms, dim = int(e.action_space.n), int(e.observation_space.shape[0])
+    t0 = time.perf_counter()
+    post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
+    agent = ThompsonSampling(post, n_arms, seed=trial + 1)
+    frame = run_bandit(e, agent, steps=BANDIT_STEPS, seed=trial)
+    seconds = time.perf_counter() - t0
+    uniform = run_bandit(env(), Uniform(n_arms, seed=trial), steps=BANDIT_STEPS, seed=trial)
+    regret, base = float(frame["cumulative_regret"].iloc[-1]), float(uniform["cumulative_regret"].iloc[-1])
+    out = {"cumulative_regret": regret, "uniform_regret": base, "normalised_regret": 100.0 * regret / base,
+           "seconds": seconds}
+    if env_name == "mushroom":  # "never eat" = the agent stopped eating for the last 1,000 decisions
+        out["eat_fraction_last_1000"] = float((frame["action"].to_numpy()[-1000:] == 1).mean())
+    return out
+
+
+def run_digits(name: str, seed: int) -> dict:
+    import torch
+
+    import uncertain_agents as ua
+    from attacks.evaluate import load_dataset, train_classifier
+    from attacks.fgsm import fgsm
+
+    data = load_dataset("digits")
+    post = ua.make_posterior(name, in_dim=data.in_dim, out_dim=data.n_classes, hidden=DIGITS["hidden"],
+                             likelihood="categorical", seed=seed)
+    epochs = DIGITS["steps"] * DIGITS["batch_size"] / len(data.y_train)
+    seconds = train_classifier(post, data, epochs=epochs, batch_size=DIGITS["batch_size"])
+    x, y = torch.as_tensor(data.x_test), torch.as_tensor(data.y_test)
+    frame = fgsm(post, x, y, epsilons=list(DIGITS["epsilons"]), n_samples=DIGITS["n_samples"], seed=seed)
+    frame = frame.set_index("epsilon")
+    out = {"seconds": seconds, "clean_accuracy": float(frame.loc[0.0, "accuracy"]),
+           "clean_entropy": float(frame.loc[0.0, "mean_entropy"])}
+    for eps in DIGITS["epsilons"][1:]:
+        row = frame.loc[eps]
+        out[f"accuracy@{eps}"] = float(row["accuracy"])
+        out[f"entropy@{eps}"] = float(row["mean_entropy"])
+        out[f"auroc_entropy@{eps}"] = float(row["auroc_entropy"])
+        out[f"auroc_mi@{eps}"] = float(row["auroc_mutual_information"])
+    return out
+
+
+def run_cell(job: str, name: str, index: int, path: str) -> str:
+    """Run one cell in a worker and write its JSON atomically (temporary file + rename)."""
+    import torch
+
+    torch.set_num_threads(1)
+    if job == "boston":
+        result = run_boston(name, index)
+    elif job in ("wheel", "mushroom"):
+        result = run_bandit_cell(job, name, index)
+    else:
+        result = run_digits(name, index)
+    record = {"job": job, "posterior": name, "index": index, **result}
+    tmp = Path(path).with_suffix(".tmp")
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, path)
+    return path
+
+
+# --------------------------------------------------------------------------- summary
+def _pm(values) -> str:
+    values = np.asarray(values, dtype=float)
+    se = values.std(ddof=1) / np.sqrt(len(values)) if len(values) > 1 else float("nan")
+    return f"{values.mean():.3g} ± {se:.2g}" if se == se else f"{values.mean():.3g}"
+
+
+def summarize(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per posterior, one column group per job (mean ± s.e. over cells)."""
+    rows = []
+    for name in sorted(cells["posterior"].unique()):
+        row = {"posterior": name}
+        mine = cells[cells["posterior"] == name]
+        for job, g in mine.groupby("job"):
+            row[f"{job} n"] = len(g)
+            if job == "boston":
+                row["boston NLL"] = _pm(g["test_nll"])
+                row["boston RMSE"] = _pm(g["test_rmse"])
+            elif job in ("wheel", "mushroom"):
+                row[f"{job} regret"] = _pm(g["normalised_regret"])
+                if job == "mushroom":
+                    row["mushroom never-eat trials"] = int((g["eat_fraction_last_1000"] == 0).sum())
+            else:
+                row["digits clean acc"] = _pm(g["clean_accuracy"])
+                row["digits H clean"] = _pm(g["clean_entropy"])
+                for eps in DIGITS["epsilons"][1:]:
+                    row[f"H @{eps}"] = _pm(g[f"entropy@{eps}"])
+                    row[f"AUROC(H) @{eps}"] = _pm(g[f"auroc_entropy@{eps}"])
+            row[f"{job} s/cell"] = round(float(g["seconds"].mean()), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """A GitHub-flavoured Markdown table (empty cells for missing values)."""
+    cols = list(frame.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.itertuples(index=False):
+        lines.append("| " + " | ".join("" if (isinstance(v, float) and v != v) else str(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def load_cells(out: Path) -> pd.DataFrame:
+    records = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    return pd.DataFrame(records)
+
+
+def main(argv=None) -> int:
+    import uncertain_agents as ua
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--jobs", default=",".join(JOBS), help=f"comma-separated subset of {JOBS}")
+    parser.add_argument("--posteriors", default=None, help="comma-separated names (default: every registered one)")
+    parser.add_argument("--trials", type=int, default=5, help="bandit trials per posterior (default 5)")
+    parser.add_argument("--splits", default="0,1,2,3,4", help="Boston splits (default 0-4)")
+    parser.add_argument("--seeds", type=int, default=3, help="digits seeds per posterior (default 3)")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
+    bad = sorted(set(jobs) - set(JOBS))
+    if bad:
+        parser.error(f"--jobs: unknown {bad}; valid: {', '.join(JOBS)}")
+    names = (ua.available_posteriors() if args.posteriors is None
+             else [ua.registry.resolve_name(n) for n in args.posteriors.split(",")])
+    splits = [int(s) for s in args.splits.split(",")]
+    (args.out / "cells").mkdir(parents=True, exist_ok=True)
+    todo = []
+    for job in jobs:
+        indices = splits if job == "boston" else (range(args.seeds) if job == "digits" else range(args.trials))
+        for name in names:
+            for i in indices:
+                path = args.out / "cells" / f"{job}__{name}__{i}.json"
+                if not path.exists():
+                    todo.append((job, name, i, str(path)))
+    # the slowest cells first, so the pool stays busy to the end
+    order = {"fsvgd": 0, "svgd": 1, "dropout-alpha": 2, "bb-alpha": 3}
+    todo.sort(key=lambda c: (order.get(c[1], 9), c[0]))
+    print(f"{len(todo)} cells to run ({args.workers} workers)", flush=True)
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = {pool.submit(run_cell, *cell): cell for cell in todo}
+        for k, fut in enumerate(as_completed(futures), 1):
+            job, name, i, _ = futures[fut]
+            fut.result()
+            print(f"[{k}/{len(todo)}] {job} {name} {i} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    cells = load_cells(args.out)
+    cells.to_csv(args.out / "cells.csv", index=False)
+    table = summarize(cells)
+    table.to_csv(args.out / "matrix.csv", index=False)
+    (args.out / "matrix.md").write_text(markdown(table))
+    print(markdown(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
