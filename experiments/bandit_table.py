@@ -6,8 +6,10 @@ so all agents of a trial face the same contexts and reward table. Normalised reg
 100 × cumulative regret / Uniform's cumulative regret in the same trial; the table
 shows mean ± standard error over trials.
 
-Runs are appended to ``<out>/bandit_runs.csv`` as they finish and skipped when the
-script is started again, so an interrupted table can be resumed.
+Agents are built by ``make_agent(..., protocol=--protocol)`` (``default``, ``showdown``,
+``fsvgd-paper``: see ``uncertain_agents.agents.protocols``). Runs are appended to
+``<out>/bandit_runs.csv`` as they finish (``--workers`` runs them in parallel) and
+skipped when the script is started again, so an interrupted table can be resumed.
 
     OMP_NUM_THREADS=1 UNCERTAIN_AGENTS_DATA=/path/to/data \
         python experiments/bandit_table.py --steps 5000 --trials 5
@@ -28,7 +30,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.agents import make_agent, run_bandit
+from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.datasets.mushroom import load_mushroom
 
@@ -49,72 +51,97 @@ def specs(posteriors: list[str]) -> list[tuple[str, str, str | None, dict]]:
     return out
 
 
+def run_one(env_name: str, label: str, agent_name: str, post: str | None, options: dict, trial: int,
+            seed: int, steps: int, delta: float, protocol: str) -> tuple[dict, pd.DataFrame] | str:
+    """One trial of one agent (in a worker process): its CSV row and its regret curve."""
+    torch.set_num_threads(1)
+    data = load_mushroom() if env_name == "mushroom" else None
+    env = make_env(env_name, steps=steps, delta=delta, mushroom_data=data)
+    agent = make_agent(agent_name, n_actions=int(env.action_space.n), context_dim=env.observation_space.shape[0],
+                       posterior=post, posterior_options=options, protocol=protocol, seed=seed)
+    t0 = time.perf_counter()
+    try:
+        frame = run_bandit(env, agent, steps=steps, seed=seed)
+    except Exception as err:  # a diverging method must not stop the table
+        return f"{env_name} {label} trial {trial}: FAILED {type(err).__name__}: {err}"
+    row = {"env": env_name, "protocol": protocol, "label": label, "trial": trial, "seed": seed, "steps": steps,
+           "delta": delta if env_name == "wheel" else np.nan,
+           "cumulative_regret": frame["cumulative_regret"].iloc[-1],
+           "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": time.perf_counter() - t0}
+    curve = frame.loc[frame["step"] % 50 == 0, ["step", "cumulative_regret"]]
+    return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
+
+
 def main(argv=None) -> int:
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", default="wheel,mushroom")
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--trials", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--delta", type=float, default=0.95)
+    p.add_argument("--protocol", default="default", help="bandit protocol: default, showdown, fsvgd-paper")
     p.add_argument("--posteriors", default="all", help="comma-separated, or 'all' registered ones")
     p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
+    p.add_argument("--workers", type=int, default=1, help="runs in parallel (one process and thread each)")
     p.add_argument("--out", type=Path, default=Path("experiments/results/bandit_table"))
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots from the CSVs")
     args = p.parse_args(argv)
     runs_path = args.out / "bandit_runs.csv"
+    protocol = get_protocol(args.protocol).name
     if args.report_only:
-        return report(args.out, args.steps)
-    torch.set_num_threads(1)
+        return report(args.out, args.steps, protocol)
     posteriors = ua.available_posteriors() if args.posteriors == "all" else args.posteriors.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
     done = pd.read_csv(runs_path) if runs_path.is_file() else pd.DataFrame()
+    if not done.empty and "protocol" not in done:
+        done["protocol"] = "default"
     only = set(filter(None, args.only.split(",")))
+    todo = []
     for env_name in args.envs.split(","):
-        data = load_mushroom() if env_name == "mushroom" else None
         for trial in range(args.trials):
-            seed = args.seed + trial
             for label, agent_name, post, options in specs(posteriors):
                 if only and label not in only and label != "uniform":
                     continue
                 if not done.empty and ((done["env"] == env_name) & (done["label"] == label)
-                                       & (done["trial"] == trial) & (done["steps"] == args.steps)).any():
+                                       & (done["trial"] == trial) & (done["steps"] == args.steps)
+                                       & (done["protocol"] == protocol)).any():
                     continue
-                env = make_env(env_name, steps=args.steps, delta=args.delta, mushroom_data=data)
-                agent = make_agent(agent_name, n_actions=int(env.action_space.n),
-                                   context_dim=env.observation_space.shape[0], posterior=post,
-                                   posterior_options=options, seed=seed)
-                t0 = time.perf_counter()
-                try:
-                    frame = run_bandit(env, agent, steps=args.steps, seed=seed)
-                except Exception as err:  # a diverging method must not stop the table
-                    print(f"{env_name} {label} trial {trial}: FAILED {type(err).__name__}: {err}", flush=True)
-                    continue
-                seconds = time.perf_counter() - t0
-                row = pd.DataFrame([{"env": env_name, "label": label, "trial": trial, "seed": seed,
-                                     "steps": args.steps, "delta": args.delta if env_name == "wheel" else np.nan,
-                                     "cumulative_regret": frame["cumulative_regret"].iloc[-1],
-                                     "expected_cumulative_regret": frame["expected_regret"].sum(),
-                                     "seconds": seconds}])
-                row.to_csv(runs_path, mode="a", header=not runs_path.is_file(), index=False)
-                curve = frame.loc[frame["step"] % 50 == 0, ["step", "cumulative_regret"]]
-                curve.assign(env=env_name, label=label, trial=trial).to_csv(
-                    args.out / "curves.csv", mode="a", header=not (args.out / "curves.csv").is_file(), index=False)
-                print(f"{env_name} {label} trial {trial}: regret {row['cumulative_regret'].iloc[0]:.1f} "
-                      f"({seconds:.1f} s)", flush=True)
-    return report(args.out, args.steps)
+                todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
+                             args.delta, protocol))
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = {pool.submit(run_one, *task): task for task in todo}
+        for fut in as_completed(futures):
+            result = fut.result()
+            if isinstance(result, str):
+                print(result, flush=True)
+                continue
+            row, curve = result
+            pd.DataFrame([row]).to_csv(runs_path, mode="a", header=not runs_path.is_file(), index=False)
+            curve.to_csv(args.out / "curves.csv", mode="a", header=not (args.out / "curves.csv").is_file(),
+                         index=False)
+            print(f"{row['env']} {row['label']} trial {row['trial']}: regret {row['cumulative_regret']:.1f} "
+                  f"({row['seconds']:.1f} s)", flush=True)
+    return report(args.out, args.steps, protocol)
 
 
-def report(out: Path, steps: int) -> int:
+def report(out: Path, steps: int, protocol: str = "default") -> int:
     """Write ``bandit_table.md`` and one regret-curve PNG per environment."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    text = table(pd.read_csv(out / "bandit_runs.csv"), steps)
+    runs = pd.read_csv(out / "bandit_runs.csv")
+    if "protocol" not in runs:
+        runs["protocol"] = "default"
+    text = table(runs[runs["protocol"] == protocol], steps)
     print(text)
     (out / "bandit_table.md").write_text(text + "\n")
     curves = pd.read_csv(out / "curves.csv")
+    if "protocol" in curves:
+        curves = curves[curves["protocol"] == protocol]
     for env_name, g in curves.groupby("env", sort=False):
         fig, ax = plt.subplots(figsize=(7, 4.5))
         for i, (label, h) in enumerate(g.groupby("label", sort=False)):
