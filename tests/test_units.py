@@ -115,3 +115,7 @@ def test_default_prior_depends_on_the_likelihood():
     cls = ua.make_posterior("mfvi", in_dim=4, out_dim=3, hidden=(9,), likelihood="categorical")
     assert torch.allclose(cls.prior_std, torch.ones_like(cls.prior_std))
     assert cls.has_default_prior
+    # f-SVGD keeps the fan-in prior for classification (N(0, 1) logits break its function prior)
+    fs = ua.make_posterior("fsvgd", in_dim=4, out_dim=3, hidden=(9,), likelihood="categorical")
+    w0, _ = fs.spec.unflatten_one(fs.prior_std)[0]
+    assert torch.allclose(w0, torch.full_like(w0, 0.5))

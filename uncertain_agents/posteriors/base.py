@@ -98,7 +98,8 @@ class Posterior(nn.Module):
         device: where parameters live and computation runs.
         seed: seeds the initialisation and the default random generator.
         prior_std: Gaussian prior standard deviation of every weight and bias; ``None``
-            (default) depends on the likelihood (:data:`DEFAULT_PRIOR_STD`): regression uses
+            (default) depends on the likelihood (:attr:`default_prior_std`, normally
+            :data:`DEFAULT_PRIOR_STD`): regression uses
             ``1/sqrt(fan_in)`` per layer, which keeps the prior over functions O(1) in
             standardised units; classification uses N(0, 1), whose logits can be confident
             (with ``1/sqrt(fan_in)`` the logits stay O(1), clean digits keep ~1.5 nats of
@@ -112,6 +113,8 @@ class Posterior(nn.Module):
 
     name: ClassVar[str] = "posterior"
     default_lr: ClassVar[float] = 1e-3
+    #: Default weight prior std per likelihood (``None``: ``1/sqrt(fan_in)`` per layer).
+    default_prior_std: ClassVar[dict[str, float | None]] = DEFAULT_PRIOR_STD
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, device="cpu",
                  seed: int | None = None, prior_std: float | None = None,
@@ -131,7 +134,7 @@ class Posterior(nn.Module):
                                           init_noise_std=init_noise_std)
         self.kind = likelihood
         if prior_std is None:
-            prior_std = DEFAULT_PRIOR_STD.get(likelihood)
+            prior_std = self.default_prior_std.get(likelihood)
         prior = (1.0 / spec.fan_in_per_param().sqrt() if prior_std is None
                  else torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std")))
         self.register_buffer("prior_std", prior)

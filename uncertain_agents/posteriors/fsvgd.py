@@ -63,6 +63,11 @@ class FunctionSpaceSVGD(ParticlePosterior):
     """
 
     name = "fsvgd"
+    #: Classification keeps the ``1/sqrt(fan_in)`` prior: with N(0, 1) weights the prior
+    #: logits on raw pixels are so large that the moment-matched Gaussian over log-softmax
+    #: values is degenerate and training collapses to chance (digits, 2×100: clean
+    #: accuracy 0.10 on 3 seeds; 0.967 with the fan-in prior, 0.942 with N(0, 0.3²)).
+    default_prior_std = {"gaussian": None, "categorical": None}
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_extra: int | None = None,
                  extra_noise: float | None = None, prior_points: int = 4, prior_draws: int = 40,
