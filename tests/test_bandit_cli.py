@@ -75,3 +75,14 @@ def test_missing_mushroom_file_gives_clear_error(tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "agaricus-lepiota.data" in err and "not found" in err
+
+
+def test_protocol_option_sets_network_and_is_recorded(tmp_path):
+    out = tmp_path / "proto"
+    rc = main(["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--protocol", "fsvgd-paper",
+               "--steps", "40", "--trials", "1", "--train-steps", "2", "--train-every", "20", "--out", str(out)])
+    assert rc == 0
+    meta = json.loads((out / "summary.json").read_text())
+    assert meta["protocol"] == "fsvgd-paper" and meta["hidden"] == [100, 100]
+    with pytest.raises(SystemExit):
+        main(["bandit", "wheel", "--protocol", "nope", "--out", str(tmp_path / "bad")])
