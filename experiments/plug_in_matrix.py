@@ -158,6 +158,41 @@ def summarize(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+NON_BAYESIAN = ("map",)
+
+
+def check_targets(cells: pd.DataFrame) -> list[str]:
+    """The issue's targets, each as a line ``PASS``/``FAIL: ...`` with the measured figures."""
+    lines = []
+    bayes = cells[~cells["posterior"].isin(NON_BAYESIAN)]
+    for job, best_target in (("wheel", 10.0), ("mushroom", 8.0)):
+        g = bayes[bayes["job"] == job]
+        if g.empty:
+            continue
+        means = g.groupby("posterior")["normalised_regret"].mean().sort_values()
+        worst = means[means > 30]
+        lines.append(f"{job}: every Bayesian posterior ≤ 30: {'PASS' if worst.empty else 'FAIL'} "
+                     f"(max {means.max():.1f}, {means.idxmax()})")
+        lines.append(f"{job}: best ≤ {best_target:g}: {'PASS' if means.iloc[0] <= best_target else 'FAIL'} "
+                     f"(best {means.iloc[0]:.1f}, {means.index[0]})")
+        if job == "mushroom" and "eat_fraction_last_1000" in g:
+            never = g[g["eat_fraction_last_1000"] == 0]
+            lines.append(f"mushroom: no trial collapses to never eat: {'PASS' if never.empty else 'FAIL'} "
+                         f"({len(never)} of {len(g)} trials)")
+    g = bayes[bayes["job"] == "digits"]
+    if not g.empty:
+        by = g.groupby("posterior")
+        rises = all((h[f"entropy@{e}"] > h["clean_entropy"]).all() for _, h in by for e in (0.15, 0.3))
+        lines.append(f"digits: entropy(FGSM) > entropy(clean) at ε = 0.15 and 0.3 for every Bayesian posterior "
+                     f"and seed: {'PASS' if rises else 'FAIL'}")
+        auroc = by["auroc_entropy@0.15"].mean().sort_values()
+        lines.append(f"digits: AUROC(entropy) at ε = 0.15 ≥ 0.75 for each: {'PASS' if auroc.min() >= 0.75 else 'FAIL'} "
+                     f"(min {auroc.min():.3f}, {auroc.idxmin()})")
+        lines.append(f"digits: best AUROC(entropy) at ε = 0.15 ≥ 0.85: {'PASS' if auroc.max() >= 0.85 else 'FAIL'} "
+                     f"(best {auroc.max():.3f}, {auroc.idxmax()})")
+    return lines
+
+
 def markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (empty cells for missing values)."""
     cols = list(frame.columns)
@@ -216,8 +251,11 @@ def main(argv=None) -> int:
     cells.to_csv(args.out / "cells.csv", index=False)
     table = summarize(cells)
     table.to_csv(args.out / "matrix.csv", index=False)
-    (args.out / "matrix.md").write_text(markdown(table))
-    print(markdown(table))
+    targets = check_targets(cells)
+    text = markdown(table) + "\nTargets (Bayesian = every posterior but " + ", ".join(NON_BAYESIAN) + "):\n\n" \
+        + "\n".join(f"* {line}" for line in targets) + "\n"
+    (args.out / "matrix.md").write_text(text)
+    print(text)
     return 0
 
 
