@@ -12,13 +12,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .schedule import TrainSteps, check_train_steps, steps_for_refit
 from ..network import MLPSpec
 from ..validation import check_positive_float, check_positive_int
 from .base import Agent, make_rng
 from .bayes_linear import BayesianLinearArms
 from .history import History
 from .host_functions import HostFunctions
+from .schedule import TrainSteps, check_train_steps, steps_for_refit
 from ..function_sample import FunctionSample
 
 
