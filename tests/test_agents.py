@@ -378,3 +378,15 @@ def test_posterior_sized_from_gymnasium_spaces():
     env = gym.make("envs:WheelBandit-v0")
     post = ua.make_posterior("mfvi", in_dim=env.observation_space.shape[0], out_dim=env.action_space.n)
     assert post.spec.out_dim == 5 and type(post.spec.out_dim) is int
+
+
+def test_agent_leaves_a_posterior_with_fixed_units_alone():
+    """A posterior whose units are already fixed (fitted, loaded, or set by the user) is not touched."""
+    post = _posterior()
+    post.fit(torch.randn(20, 2), torch.randn(20, 3) * 5 + 2, steps=2)
+    units = [t.clone() for t in (post.x_loc, post.x_scale, post.y_loc, post.y_scale)]
+    prior = post.prior_std.clone()
+    ThompsonSampling(post, 3)
+    assert torch.equal(post.prior_std, prior)
+    for old, new in zip(units, (post.x_loc, post.x_scale, post.y_loc, post.y_scale)):
+        assert torch.equal(old, new)
