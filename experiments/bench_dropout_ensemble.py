@@ -4,8 +4,9 @@ one plain torch MLP of the same size on the same batch.
 The plain baseline is ``nn.Sequential(Linear, ReLU, Linear)`` with Adam and a squared-error
 loss: one step = zero_grad, forward, loss, backward, Adam step. Two measurements:
 
-* ``step``: the optimiser step alone on a fixed minibatch (``Posterior._train_step``, which
-  for dropout-alpha includes drawing the K×B dropout masks);
+* ``step``: one optimiser step through the public ``Posterior.fit(steps=1)`` (minibatch 32;
+  includes ``fit``'s per-call input checks and, for dropout-alpha, drawing the K×B masks);
+  figures in the docs measured before 2026-11-23 timed the private step alone;
 * ``fit``: ``Posterior.fit(steps=S)`` per step (minibatch indexing, checks, the loss trace)
   against a plain loop that also draws a shuffled minibatch every step.
 
@@ -25,7 +26,6 @@ import torch
 from torch import Tensor, nn
 
 import uncertain_agents as ua
-from uncertain_agents.posteriors.base import Batch
 
 
 def plain_step_fn(in_dim: int, hidden: int, x: Tensor, y: Tensor, shuffle: bool):
@@ -52,12 +52,9 @@ def posterior(name: str, in_dim: int, hidden: int, **opts):
 
 
 def post_step_fn(post, x: Tensor, y: Tensor):
-    bs = 32
-    batch = Batch(x[:bs], y[:bs], None, torch.arange(bs), x.shape[0], x)
-    opt = post._get_optimizer(1e-3)
-    gen = torch.Generator().manual_seed(0)
-    post.train()
-    return lambda: post._train_step(batch, opt, gen)
+    """One optimiser step through the public ``fit`` (minibatch 32 of ``x``; includes
+    ``fit``'s per-call input checks)."""
+    return lambda: post.fit(x, y, steps=1, batch_size=32)
 
 
 def post_fit_fn(post, x: Tensor, y: Tensor, steps: int):

@@ -19,7 +19,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import compare  # noqa: E402
 
 import uncertain_agents as ua  # noqa: E402
-from uncertain_agents.posteriors.base import Batch  # noqa: E402
 
 
 def plain_step_fn(in_dim, hidden, out_dim, x, y):
@@ -39,12 +38,9 @@ def plain_step_fn(in_dim, hidden, out_dim, x, y):
 
 
 def posterior_step_fn(post, x, y, n_data):
-    opt = post._get_optimizer(post.default_lr)
-    gen = post.generator()
-    idx = torch.arange(x.shape[0], device=x.device)
-    batch = Batch(x, y, None, idx, n_data, x)
-    post.train()
-    return lambda: post._train_step(batch, opt, gen)
+    """One optimiser step on the batch ``x`` through the public ``fit`` (includes its
+    per-call input checks; ``n_data`` is then the batch size)."""
+    return lambda: post.fit(x, y, steps=1, batch_size=x.shape[0])
 
 
 def main() -> None:
