@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import uncertain_agents as ua
 from uncertain_agents.objectives import alpha_dropout_loss
-from uncertain_agents.posteriors.base import Batch
+from uncertain_agents.posteriors import Batch
 
 ALPHAS = [-1.0, 0.0, 0.25, 0.5, 1.0, 2.0]
 
@@ -66,7 +66,7 @@ def test_loss_is_non_increasing_in_alpha_for_fixed_masks(regression_data):
     for alpha in [-2.0, -1.0, -0.5, 0.0, 1e-3, 0.25, 0.5, 1.0, 2.0, 4.0]:
         post.alpha = alpha
         with torch.no_grad():
-            losses.append(float(post._loss(batch, torch.Generator().manual_seed(7))))
+            losses.append(float(post.loss(batch, torch.Generator().manual_seed(7))))
     assert all(a >= b - 1e-6 for a, b in zip(losses, losses[1:]))
     assert losses[0] > losses[-1]  # strictly, as the K passes differ
 
@@ -78,7 +78,7 @@ def test_one_pass_classification_is_cross_entropy_plus_weight_decay(regression_d
     batch = Batch(x, labels, None, torch.arange(64), 500, x)
     for alpha in (0.0, 0.5, 1.0):
         post.alpha = alpha
-        loss = post._loss(batch, torch.Generator().manual_seed(3))
+        loss = post.loss(batch, torch.Generator().manual_seed(3))
         masks = post.draw_masks((1, 64), torch.Generator().manual_seed(3))
         logits = post.masked_forward(x, masks)[0]
         expected = F.cross_entropy(logits, labels) + post.weight_decay(500)

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.posteriors.base import Batch
+from uncertain_agents.posteriors import Batch
 
 
 def make(name, likelihood="gaussian", out_dim=1, **kw):
@@ -35,14 +35,14 @@ def test_members_are_trained_independently(regression_data):
     x, y = regression_data
     post = make("ensemble", n_members=3)
     batch = full_batch(x, y, n_data=200)
-    post._loss(batch, torch.Generator()).backward()
+    post.loss(batch, torch.Generator()).backward()
     joint = post.members.grad.clone()
     for m in range(3):
         single = make("map")
         with torch.no_grad():
             single.members.copy_(post.members[m:m + 1])
             single.member_log_noise_std.copy_(post.member_log_noise_std[m:m + 1])
-        single._loss(batch, torch.Generator()).backward()
+        single.loss(batch, torch.Generator()).backward()
         assert torch.allclose(joint[m] * 3, single.members.grad[0], atol=1e-6)
 
 
@@ -55,11 +55,11 @@ def test_map_loss_is_nll_plus_gaussian_prior_penalty(regression_data):
     s = post.member_log_noise_std.exp()
     nll = -torch.distributions.Normal(f[0], s).log_prob(y).mean()
     expected = nll + (theta.square() / (2 * 0.7 ** 2)).sum() / 500
-    assert torch.allclose(post._loss(batch, torch.Generator()), expected, atol=1e-5)
+    assert torch.allclose(post.loss(batch, torch.Generator()), expected, atol=1e-5)
     plain = make("map", use_prior=False)
     with torch.no_grad():
         plain.members.copy_(post.members)
-    assert torch.allclose(plain._loss(batch, torch.Generator()), nll, atol=1e-5)
+    assert torch.allclose(plain.loss(batch, torch.Generator()), nll, atol=1e-5)
 
 
 def test_map_samples_are_copies_with_no_epistemic_spread(regression_data):
@@ -123,7 +123,7 @@ def test_bootstrap_weights_survive_online_refits(scheme, regression_data):
 
 def test_poisson_counts_have_unit_mean():
     post = make("bootstrap", n_members=50)
-    post._on_data(2000)
+    post.prepare_data(2000)
     w = post.weights
     assert w.shape == (50, 2000) and bool((w == w.round()).all()) and bool((w >= 0).all())
     assert abs(float(w.mean()) - 1.0) < 0.02 and abs(float(w.var()) - 1.0) < 0.05
@@ -133,7 +133,7 @@ def test_poisson_counts_have_unit_mean():
 def test_bootstrap_rows_with_zero_weight_do_not_move_a_member(regression_data):
     x, y = regression_data
     post = make("bootstrap", n_members=2, use_prior=False)
-    post._on_data(64)
+    post.prepare_data(64)
     post.weights.fill_(1.0)
     post.weights[0, :32] = 0.0
     y_changed = y.clone()
@@ -141,7 +141,7 @@ def test_bootstrap_rows_with_zero_weight_do_not_move_a_member(regression_data):
     grads = []
     for target in (y, y_changed):
         post.zero_grad()
-        post._loss(full_batch(x, target), torch.Generator()).backward()
+        post.loss(full_batch(x, target), torch.Generator()).backward()
         grads.append(post.members.grad.clone())
     assert torch.allclose(grads[0][0], grads[1][0])  # member 0 never sees rows 0..31
     assert not torch.allclose(grads[0][1], grads[1][1])  # member 1 does

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.posteriors.base import Batch
+from uncertain_agents.posteriors import Batch
 from uncertain_agents.posteriors.function_prior import clipped_precision, moment_match, prior_function_draws
 from uncertain_agents.posteriors.particle_rules import RULES, particle_direction, rbf_kernel
 
@@ -151,27 +151,41 @@ def test_fsvgd_push_back_equals_explicit_jacobian_product(data, rule):
     assert torch.allclose(direction.double(), expected, rtol=1e-3, atol=1e-4)
 
 
+class RecordingContext:
+    """Stands in for the training context: records the gradients a step applies."""
+
+    def __init__(self, generator):
+        self.generator = generator
+        self.grads = {}
+
+    def apply_gradients(self, grads, group="main"):
+        self.grads[group] = {id(p): g.clone() for p, g in grads.items()}
+
+
 def test_train_step_applies_direction_per_data_point(data):
     x, y = data
     post = make("fsvgd", n_particles=3)
     batch = make_batch(post, x[:8], y[:8], n_data=24)
     direction, _ = post._direction(batch, torch.Generator().manual_seed(1))
-    opt = torch.optim.SGD([post.particles, post.log_noise], lr=0.0)
-    post._train_step(batch, opt, torch.Generator().manual_seed(1))
-    assert torch.allclose(post.particles.grad, -direction / 24)
+    ctx = RecordingContext(torch.Generator().manual_seed(1))
+    post.training_step(batch, ctx)
+    assert set(ctx.grads) == {"main", "noise"}  # two optimisers, each with its own parameter
+    (particle_grad,) = ctx.grads["main"].values()
+    (noise_grad,) = ctx.grads["noise"].values()
+    assert torch.allclose(particle_grad, -direction / 24)
     # the noise step is the MAP gradient: (N/B) Σ ∂ log N(y | f, σ²)/∂ log σ + ∂ log InvGamma(σ)/∂ log σ
     s = post.log_noise.detach()
     f = post.spec.forward(post.particles.detach(), x[:8])
     r2 = ((y[:8] - f) ** 2).sum(1)  # [n, out]
     lik_grad = (r2 * torch.exp(-2 * s) - 8) * 24 / 8
     prior_grad = -(post.noise_a + 1) + post.noise_b * torch.exp(-s)
-    assert torch.allclose(post.log_noise.grad, -(lik_grad + prior_grad) / 24, rtol=1e-4, atol=1e-5)
+    assert torch.allclose(noise_grad, -(lik_grad + prior_grad) / 24, rtol=1e-4, atol=1e-5)
 
 
 def test_noise_holdout_rows_fit_the_noise_only(data):
     x, y = data
     post = make("fsvgd", n_particles=3, noise_holdout=0.25)
-    post._on_data(24)
+    post.prepare_data(24)
     held = post._holdout_rows
     assert held.numel() == 6 and bool(post._holdout[held].all())
     batch = Batch(x[:12], y[:12], None, torch.arange(12), 24, x, y, None)
@@ -181,7 +195,7 @@ def test_noise_holdout_rows_fit_the_noise_only(data):
     rows = post.log_likelihood(f, batch, noise)
     keep = ~post._holdout[:12]
     assert torch.allclose(fit, rows[:, keep].sum(1) * 18 / int(keep.sum()))
-    post._on_data(24)  # a warm-started refit on the same data keeps its hold-out
+    post.prepare_data(24)  # a warm-started refit on the same data keeps its hold-out
     assert torch.equal(post._holdout_rows, held)
     # the noise objective only sees the held-out rows, scaled to N, scored by the mixture
     lik = post.noise_log_likelihood(batch, torch.Generator().manual_seed(0))

@@ -3,6 +3,8 @@
 Every module in this package is imported by the registry, so a new method only needs
 a new file.
 """
-from .base import Batch, FitResult, Posterior, TrainingDivergedError
+from .base import Posterior
+from .training import Batch, FitResult, OptimizerGroup, Phase, TrainingContext, TrainingDivergedError
 
-__all__ = ["Batch", "FitResult", "Posterior", "TrainingDivergedError"]
+__all__ = ["Batch", "FitResult", "OptimizerGroup", "Phase", "Posterior", "TrainingContext",
+           "TrainingDivergedError"]

@@ -29,7 +29,7 @@ class BlackBoxAlpha(MeanFieldGaussian):
         super().__init__(spec, likelihood, train_samples=train_samples, **kwargs)
         self.alpha = float(alpha)
 
-    def _loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+    def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         w, log_ratio = self.draw(self.train_samples, generator)
         f = self.spec.forward(w, batch.x)
         kw = {"log_noise_std": self.log_noise_std_train()} if self.kind == "gaussian" else {}

@@ -4,7 +4,7 @@ Member ``m`` minimises ``-(1/B) Σ_n w_mn log p(y_n | x_n, θ_m) + penalty`` whe
 is the bootstrap count of row ``n`` for member ``m`` (Osband et al. 2016's bootstrapped
 networks, trained as one batched model). The counts live in a buffer ``weights[M, N]``
 that grows with the data: row ``i`` of the data passed to ``fit`` keeps its counts across
-warm-started refits, and rows new to a refit get fresh counts (the ``_on_data`` hook),
+warm-started refits, and rows new to a refit get fresh counts (the ``prepare_data`` hook),
 so online refits (bandits) keep per-member resampling.
 
 Schemes:
@@ -44,7 +44,7 @@ class Bootstrap(PointEstimates):
         self.scheme = scheme
         self.register_buffer("weights", torch.zeros(self.n_members, 0))
 
-    def _on_data(self, n_data: int) -> None:
+    def prepare_data(self, n_data: int) -> None:
         """Extend the per-row counts ``weights[M, N]`` to ``n_data`` rows (never redraws old rows)."""
         have = self.weights.shape[1]
         if n_data <= have:

@@ -128,7 +128,7 @@ class DropoutAlpha(Posterior):
         """``Σ_l l²(1-p_l)/(2N) ‖W_l‖²`` (per data point)."""
         return (self.decay * self.params.square()).sum() / n_data
 
-    def _loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+    def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         masks = self.draw_masks((self.train_samples, batch.x.shape[0]), generator)
         f = self.masked_forward(batch.x, masks)
         kw = {"log_noise_std": self.log_noise_std_train()} if self.kind == "gaussian" else {}

@@ -36,7 +36,7 @@ class MeanFieldVI(MeanFieldGaussian):
             h = torch.addcmul(mu, sd, eps)
         return h.view(k, x.shape[0], -1)
 
-    def _loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+    def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         f = self.local_reparam_forward(batch.x, self.train_samples, generator)
         loglik = self.likelihood.log_prob(f, batch.y, batch.mask, **self._noise_kw())
         return negative_elbo(loglik, self.kl_divergence(), batch.n_data)

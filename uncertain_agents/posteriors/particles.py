@@ -22,7 +22,7 @@ from ..function_sample import FunctionSample
 from ..network import MLPSpec
 from ..predictive import Predictive
 from ..validation import check_positive_float, check_positive_int
-from .base import Batch, Posterior
+from .base import Batch, OptimizerGroup, Posterior, TrainingContext
 from .particle_rules import check_rule
 
 
@@ -84,13 +84,13 @@ class ParticlePosterior(Posterior):
         else:
             self.log_noise = None
 
-    def _update_scaling(self, x: Tensor, y: Tensor, mask: Tensor | None) -> None:
-        first = self.standardize and not self.units_are_fixed
-        super()._update_scaling(x, y, mask)
+    def fix_units_from_data(self, x: Tensor, y: Tensor, mask: Tensor | None) -> bool:
+        first = super().fix_units_from_data(x, y, mask)
         if first and self.input_scale != 1.0:
             self.x_scale.mul_(self.input_scale)
+        return first
 
-    def _on_data(self, n_data: int) -> None:
+    def prepare_data(self, n_data: int) -> None:
         """Pick the rows whose residuals fit the learned noise (``noise_holdout``).
 
         The choice depends only on the seed and ``N``, so a warm-started refit on the same
@@ -173,11 +173,12 @@ class ParticlePosterior(Posterior):
         """``[n]`` log InvGamma(a, b) density of the noise std ``σ = exp(log_noise)``, summed over outputs."""
         return (-(self.noise_a + 1.0) * log_noise - self.noise_b * torch.exp(-log_noise)).sum(-1)
 
-    def _make_optimizer(self, lr: float) -> torch.optim.Optimizer:
-        groups = [{"params": [self.particles]}]
+    def optimizer_groups(self) -> dict[str, OptimizerGroup]:
+        """``"main"``: the particles; ``"noise"``: the per-particle noise (when learned)."""
+        groups = {"main": OptimizerGroup((self.particles,))}
         if self.learn_noise:
-            groups.append({"params": [self.log_noise]})
-        return torch.optim.Adam(groups, lr=lr)
+            groups["noise"] = OptimizerGroup((self.log_noise,))
+        return groups
 
     # ------------------------------------------------------------- update
     def _direction(self, batch: Batch, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -189,24 +190,32 @@ class ParticlePosterior(Posterior):
         """
         raise NotImplementedError
 
-    def _noise_grad(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        """``[n, out]`` gradient of the noise MAP objective (log-likelihood + log InvGamma)."""
+    def _noise_objective_and_grad(self, batch: Batch, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """The noise MAP objective (log-likelihood + log InvGamma; detached scalar) and its
+        gradient ``[n, out]`` in ``log_noise``."""
         with torch.enable_grad():
             objective = self.noise_log_likelihood(batch, generator) + self.noise_log_prior(self.log_noise).sum()
             (grad,) = torch.autograd.grad(objective.sum(), self.log_noise)
-        return grad
+        return objective.detach(), grad
 
-    def _train_step(self, batch: Batch, optimizer: torch.optim.Optimizer,
-                    generator: torch.Generator) -> Tensor:
-        optimizer.zero_grad(set_to_none=True)
-        direction, log_target = self._direction(batch, generator)
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """One Adam step of the particles along their rule's direction, then (learned
+        noise) a separate MAP step of each particle's noise std, both per data point.
+
+        Named losses: ``loss`` (minus the mean log target per data point) and, with a
+        learned noise, ``noise`` (minus its MAP objective per data point).
+        """
+        direction, log_target = self._direction(batch, ctx.generator)
         n_data = float(batch.n_data)
-        self.particles.grad = -direction.detach() / n_data
+        noise_grad = noise_objective = None
+        if self.learn_noise:  # both gradients are taken at the same (pre-step) state
+            noise_objective, noise_grad = self._noise_objective_and_grad(batch, ctx.generator)
+        ctx.apply_gradients({self.particles: -direction.detach() / n_data}, "main")
+        out = {"loss": (-log_target.mean() / n_data).detach()}
         if self.learn_noise:
-            # separate MAP step for each particle's noise std
-            self.log_noise.grad = -self._noise_grad(batch, generator) / n_data
-        optimizer.step()
-        return (-log_target.mean() / n_data).detach()
+            ctx.apply_gradients({self.log_noise: -noise_grad / n_data}, "noise")
+            out["noise"] = -noise_objective / n_data
+        return out
 
     @torch.no_grad()
     def particle_sample(self) -> FunctionSample:

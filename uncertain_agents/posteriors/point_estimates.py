@@ -74,7 +74,7 @@ class PointEstimates(Posterior):
             return self.members.new_zeros(self.n_members)
         return (self.members.square() / (2.0 * self.prior_std.square())).sum(-1) / n_data
 
-    def _loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+    def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         loglik = self.member_loglik(batch)
         weights = self.row_weights(batch)
         if weights is not None:

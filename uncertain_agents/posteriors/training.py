@@ -1,0 +1,324 @@
+"""The training protocol: what a method declares, and the one loop that runs it.
+
+A method (a :class:`~uncertain_agents.posteriors.base.Posterior` subclass) declares
+
+* its optimisers — :meth:`Posterior.optimizer_groups` returns named
+  :class:`OptimizerGroup` s (parameters with a learning-rate multiple of ``fit``'s ``lr``);
+  each group gets its own Adam, kept across warm-started refits;
+* one training step — :meth:`Posterior.training_step` takes a :class:`Batch` and a
+  :class:`TrainingContext` and returns named losses; the context is the only way a step
+  touches an optimiser (:meth:`TrainingContext.minimize`,
+  :meth:`TrainingContext.apply_gradients`, :meth:`TrainingContext.reset_optimizer`), so a
+  group's optimiser moves only that group's parameters;
+* its phases — :attr:`Posterior.phases`, a tuple of :class:`Phase` s that split a
+  ``fit``'s steps (one phase ``"train"`` for most methods), each with its meaning for
+  warm-started refits.
+
+:func:`run_training` is the loop: minibatches that sweep shuffled epochs, divergence
+checks, the progress bar and the per-name loss traces of :class:`FitResult`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .progress import ProgressBar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .base import Posterior
+
+#: Name of the main objective in every method's named losses (``FitResult.losses``).
+MAIN_LOSS = "loss"
+REFIT_MODES = ("continue", "restart")
+
+
+class TrainingDivergedError(RuntimeError):
+    """Raised when the training loss or the parameters become NaN or infinite."""
+
+
+@dataclass
+class Batch:
+    """A training minibatch in training units.
+
+    Attributes:
+        x: ``[B, in_dim]`` standardised inputs.
+        y: ``[B, out]`` standardised targets (regression) or ``[B]`` long labels.
+        mask: ``[B, out]`` float observation mask (``[B]`` for classification) or None.
+        index: ``[B]`` row indices into the data passed to ``fit``.
+        n_data: ``N``, the number of rows passed to ``fit`` (minibatch scaling).
+        x_pool: ``[N, in_dim]`` all standardised inputs (methods that need extra
+            points, such as f-SVGD, draw from it).
+        y_pool: ``[N, out]`` (or ``[N]``) all training-unit targets, and
+        mask_pool: ``[N, out]`` their float mask or None (methods that score held-out rows).
+    """
+
+    x: Tensor
+    y: Tensor
+    mask: Tensor | None
+    index: Tensor
+    n_data: int
+    x_pool: Tensor = field(repr=False, default=None)
+    y_pool: Tensor = field(repr=False, default=None)
+    mask_pool: Tensor | None = field(repr=False, default=None)
+
+
+@dataclass
+class FitResult:
+    """What :meth:`Posterior.fit` returns.
+
+    Attributes:
+        losses: ``[steps]`` the main per-data-point objective at every step (the trace
+            named ``"loss"``).
+        steps: number of training steps taken.
+        seconds: wall time of the fit.
+        traces: ``{name: [steps]}`` every named loss the method's step returned (the
+            main objective included); a name a phase does not report is NaN there.
+        phase_steps: ``{phase name: steps}`` how the steps were split between phases.
+    """
+
+    losses: np.ndarray
+    steps: int
+    seconds: float
+    traces: dict[str, np.ndarray] = field(default_factory=dict)
+    phase_steps: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def final_loss(self) -> float:
+        return float(self.losses[-1])
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(self.traces))
+        return (f"FitResult(steps={self.steps}, final_loss={self.final_loss:.4g}, "
+                f"seconds={self.seconds:.2f}, traces=[{names}])")
+
+
+@dataclass(frozen=True)
+class OptimizerGroup:
+    """Parameters updated by one Adam optimiser.
+
+    Attributes:
+        params: the parameters (each in exactly one group).
+        lr_scale: the group's learning rate as a multiple of ``fit``'s ``lr``.
+    """
+
+    params: tuple[nn.Parameter, ...]
+    lr_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", tuple(self.params))
+        if not self.params:
+            raise ValueError("an optimizer group needs at least one parameter")
+        if not (self.lr_scale > 0 and math.isfinite(self.lr_scale)):
+            raise ValueError(f"lr_scale must be a positive finite number, got {self.lr_scale!r}")
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One stage of a method's training.
+
+    Attributes:
+        name: the phase's name (``TrainingContext.phase``; keys ``FitResult.phase_steps``).
+        share: its fraction of a ``fit``'s steps (the shares of a method sum to 1).
+        on_refit: what a warm-started refit does with the phase's state —
+            ``"continue"`` trains on from where the last fit stopped; ``"restart"``
+            rebuilds it from the earlier phases' result (the method does so in
+            :meth:`Posterior.start_phase`).
+    """
+
+    name: str
+    share: float = 1.0
+    on_refit: str = "continue"
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.share <= 1.0):
+            raise ValueError(f"phase share must lie in (0, 1], got {self.share!r}")
+        if self.on_refit not in REFIT_MODES:
+            raise ValueError(f"on_refit must be one of {REFIT_MODES}, got {self.on_refit!r}")
+
+
+def split_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
+    """Steps per phase: ``round(share·steps)`` each, the last phase taking the remainder."""
+    if abs(sum(p.share for p in phases) - 1.0) > 1e-6:
+        raise ValueError(f"phase shares must sum to 1, got {[p.share for p in phases]}")
+    counts = [int(round(p.share * steps)) for p in phases[:-1]]
+    counts = [min(c, steps - sum(counts[:i])) for i, c in enumerate(counts)]
+    return counts + [steps - sum(counts)]
+
+
+class TrainingContext:
+    """What a training step may use: its optimisers, the generator and where training stands.
+
+    Attributes:
+        generator: the posterior's seeded generator.
+        lr: ``fit``'s learning rate (a group's is ``lr · lr_scale``).
+        step: index of the current step within this ``fit``; ``steps`` its total.
+        phase: the current :class:`Phase`; ``phase_step`` / ``phase_steps`` the step
+            within it and its length.
+        steps_before: training steps taken by earlier fits (0 on the first fit), so
+            ``steps_before + step`` counts every step this posterior has trained.
+        refit: True when an earlier fit already trained this posterior.
+    """
+
+    def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], groups: Mapping[str, OptimizerGroup],
+                 generator: torch.Generator, lr: float, steps: int, steps_before: int):
+        self._optimizers = optimizers
+        self._groups = groups
+        self.generator = generator
+        self.lr = lr
+        self.steps = steps
+        self.steps_before = steps_before
+        self.refit = steps_before > 0
+        self.step = 0
+        self.phase: Phase | None = None
+        self.phase_step = 0
+        self.phase_steps = 0
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        return tuple(self._groups)
+
+    def _group(self, name: str) -> OptimizerGroup:
+        if name not in self._groups:
+            raise KeyError(f"no optimizer group {name!r}; this method declares {list(self._groups)}")
+        return self._groups[name]
+
+    def minimize(self, loss: Tensor, group: str = "main") -> Tensor:
+        """One optimiser step of ``group`` on ``loss``; only that group's parameters get
+        gradients and move. Returns the detached loss."""
+        params = self._group(group).params
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        self.apply_gradients(dict(zip(params, grads)), group)
+        return loss.detach()
+
+    def apply_gradients(self, grads: Mapping[nn.Parameter, Tensor | None], group: str = "main") -> None:
+        """One optimiser step of ``group`` with the given gradients of its parameters
+        (methods whose update is a direction rather than a loss, such as SVGD)."""
+        members = {id(p) for p in self._group(group).params}
+        for param in grads:
+            if id(param) not in members:
+                raise ValueError(f"a gradient was given for a parameter outside group {group!r}")
+        for param in self._group(group).params:
+            g = grads.get(param)
+            param.grad = None if g is None else g.detach()
+        self._optimizers[group].step()
+        for param in self._group(group).params:
+            param.grad = None
+
+    def reset_optimizer(self, group: str = "main") -> None:
+        """Forget ``group``'s Adam moments (a fresh optimiser, as at the first fit)."""
+        self._optimizers[group].state.clear()
+
+
+class OptimizerSet:
+    """The named Adams of a posterior, built from its groups and kept across refits."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, OptimizerGroup] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.device: torch.device | None = None
+
+    def get(self, posterior: "Posterior", lr: float) -> tuple[dict[str, torch.optim.Optimizer],
+                                                              dict[str, OptimizerGroup]]:
+        if not self.optimizers or self.device != posterior.device:
+            self.groups = dict(posterior.optimizer_groups())
+            seen: set[int] = set()
+            for name, group in self.groups.items():
+                for p in group.params:
+                    if id(p) in seen:
+                        raise ValueError(f"{posterior.name}: a parameter appears in two optimizer groups "
+                                         f"(second: {name!r})")
+                    seen.add(id(p))
+            self.optimizers = {name: torch.optim.Adam(list(g.params), lr=lr * g.lr_scale)
+                               for name, g in self.groups.items()}
+            self.device = posterior.device
+        for name, group in self.groups.items():
+            for pg in self.optimizers[name].param_groups:
+                pg["lr"] = lr * group.lr_scale
+        return self.optimizers, self.groups
+
+
+class _IndexStream:
+    """Minibatch indices that sweep shuffled epochs without a partial last batch."""
+
+    def __init__(self, n: int, generator: torch.Generator, device):
+        self.n, self.generator, self.device = n, generator, device
+        self.buffer = torch.empty(0, dtype=torch.long, device=device)
+
+    def take(self, b: int) -> Tensor:
+        if self.buffer.numel() < b:
+            fresh = torch.randperm(self.n, generator=self.generator, device=self.device)
+            self.buffer = torch.cat([self.buffer, fresh])
+        idx, self.buffer = self.buffer[:b], self.buffer[b:]
+        return idx
+
+
+def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None, *, steps: int,
+                 batch_size: int, lr: float, progress: bool) -> FitResult:
+    """Run ``steps`` training steps of ``post`` on training-unit data (the loop of ``fit``).
+
+    Args:
+        xs: ``[N, in_dim]`` standardised inputs; ys: ``[N, out]`` or ``[N]`` targets;
+        mask: ``[N, out]`` / ``[N]`` float mask or None.
+    """
+    n = xs.shape[0]
+    post.prepare_data(n)
+    bs = min(batch_size, n)
+    gen = post.generator()
+    optimizers, groups = post.optimizer_set.get(post, lr)
+    steps_before = int(post.steps_trained)
+    ctx = TrainingContext(optimizers, groups, gen, lr, steps, steps_before)
+    phases = tuple(post.phases)
+    counts = split_steps(phases, steps)
+    traces: dict[str, Tensor] = {}
+    stream = _IndexStream(n, gen, post.device)
+    t0 = time.perf_counter()
+    post.train()
+    bar = ProgressBar.create(progress, steps, f"fit {post.name}")
+    step = 0
+    try:
+        for phase, count in zip(phases, counts):
+            if count == 0:
+                continue
+            ctx.phase, ctx.phase_steps = phase, count
+            post.start_phase(phase, ctx)
+            for phase_step in range(count):
+                ctx.step, ctx.phase_step = step, phase_step
+                idx = stream.take(bs)
+                batch = Batch(xs[idx], ys[idx], None if mask is None else mask[idx], idx, n, xs, ys, mask)
+                named = post.training_step(batch, ctx)
+                if MAIN_LOSS not in named:
+                    raise KeyError(f"{post.name}.training_step must return the main loss under {MAIN_LOSS!r}, "
+                                   f"got {sorted(named)}")
+                for key, value in named.items():
+                    if key not in traces:
+                        traces[key] = torch.full((steps,), float("nan"), device=post.device)
+                    traces[key][step] = value.detach()
+                if step % 25 == 0 or step == steps - 1:
+                    _check_finite_loss(post, traces[MAIN_LOSS][step], step, lr)
+                    if bar is not None:
+                        bar.update(step + 1, float(traces[MAIN_LOSS][step]))
+                step += 1
+    finally:
+        post.steps_trained.fill_(steps_before + step)
+        if bar is not None:
+            bar.close()
+    post.eval()
+    for pname, p in post.named_parameters():
+        if not bool(torch.isfinite(p).all()):
+            raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit")
+    out = {k: v.cpu().numpy() for k, v in traces.items()}
+    return FitResult(out[MAIN_LOSS], steps, time.perf_counter() - t0, out,
+                     {p.name: c for p, c in zip(phases, counts)})
+
+
+def _check_finite_loss(post: "Posterior", value: Tensor, step: int, lr: float) -> None:
+    v = float(value)
+    if not math.isfinite(v):
+        raise TrainingDivergedError(f"{post.name}: the training loss became {v} at step {step}; "
+                                    f"try a smaller lr (now {lr}) or standardised data")
