@@ -23,6 +23,7 @@ ACTIVATIONS = {
     "gelu": F.gelu,
     "elu": F.elu,
     "softplus": F.softplus,
+    "leaky_relu": lambda h: F.leaky_relu(h, 0.2),  # slope 0.2, as AADM's networks
 }
 
 
@@ -155,7 +156,7 @@ class MLPSpec:
     def init_params(self, n: int, *, generator: torch.Generator | None = None,
                     device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Tensor:
         """``[n, D]`` independent He/LeCun-style initialisations (biases zero)."""
-        gain = math.sqrt(2.0) if self.activation in ("relu", "elu", "gelu") else 1.0
+        gain = math.sqrt(2.0) if self.activation in ("relu", "leaky_relu", "elu", "gelu") else 1.0
         std = (gain / self.fan_in_per_param().sqrt()).to(device=device, dtype=dtype)
         std = std * self.weight_mask().to(device)
         eps = torch.randn(n, self.num_params, generator=generator, device=device, dtype=dtype)
