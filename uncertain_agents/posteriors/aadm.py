@@ -104,13 +104,13 @@ class AADM(Posterior):
         is_weight = spec.weight_mask()
         weight_pos = is_weight.nonzero().squeeze(1)
         bias_pos = (~is_weight).nonzero().squeeze(1)
-        order = torch.empty(spec.num_params, dtype=torch.long)
-        order[weight_pos] = torch.arange(weight_pos.numel())
-        order[bias_pos] = weight_pos.numel() + torch.arange(bias_pos.numel())
-        # params[..., j] = cat(weights, biases)[..., order[j]]
-        self.register_buffer("param_order", order, persistent=False)
         self.register_buffer("weight_positions", weight_pos, persistent=False)
         self.n_weights = int(weight_pos.numel())
+        # generated weights and point-estimate biases, layer by layer: (w_start, w_end, b_start, b_end)
+        self._layer_slices, w0, b0 = [], 0, 0
+        for fan_in, fan_out in spec.layer_shapes:
+            self._layer_slices.append((w0, w0 + fan_in * fan_out, b0, b0 + fan_out))
+            w0, b0 = w0 + fan_in * fan_out, b0 + fan_out
 
         init = spec.init_params(1, generator=self._init_generator)[0]
         self.q = WeightGenerator(noise_dim, generator_hidden, self.n_weights, self._init_generator)
@@ -138,8 +138,11 @@ class AADM(Posterior):
 
     def assemble(self, weights: Tensor) -> Tensor:
         """``weights[..., |W|]`` + the point-estimate biases -> flat ``params[..., D]``."""
-        biases = self.biases.expand(*weights.shape[:-1], -1)
-        return torch.cat([weights, biases], dim=-1)[..., self.param_order]
+        lead = weights.shape[:-1]
+        parts = []
+        for w_start, w_end, b_start, b_end in self._layer_slices:
+            parts += [weights[..., w_start:w_end], self.biases[b_start:b_end].expand(*lead, -1)]
+        return torch.cat(parts, dim=-1)
 
     def kl_estimate(self, weights: Tensor) -> tuple[Tensor, Tensor]:
         """``KL̂`` (scalar) from samples ``weights[S, |W|]`` and their standardised form ``[S, |W|]``.
