@@ -2,7 +2,7 @@
 
 Protocol (issue 10; the user's defaults): a 2 × 50 ReLU network, batch 32, 500 epochs
 (``steps = 500 · ceil(N_train / 32)``), every method's own defaults otherwise (AADM:
-K = 10 shared samples, 10 % KL warm-up, lr 1e-3 with the discriminator at 10×). The
+K = 10 shared samples, 10 % KL warm-up, lr 1e-3 for both networks). The
 paper's protocol differs (leaky ReLU, batch 10, 2,000 epochs, lr 1e-4): pass
 ``--epochs``, ``--batch-size``, ``--activation`` and method options to move towards it.
 Test NLL is ``-Predictive.log_prob(y_test).mean()`` in original units over 100 functions

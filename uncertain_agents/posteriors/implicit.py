@@ -74,8 +74,8 @@ class WeightGenerator(nn.Module):
         """Set the output layer so that the generated weights start centred on ``center[n_out]``
         with spread about ``target_std[n_out]`` (the rest of the network is left as drawn)."""
         last = self.net[-1]
-        h = self.net[:-1](self.noise_mean + self.noise_log_std.exp()
-                          * torch.randn(n_probe, self.noise_dim, generator=generator))
+        eps = torch.randn(n_probe, self.noise_dim, generator=generator, device=self.noise_mean.device)
+        h = self.net[:-1](self.noise_mean + self.noise_log_std.exp() * eps)
         out = h @ last.weight.T
         spread = out.std(0).clamp_min(1e-12)
         last.weight.mul_((target_std / spread).unsqueeze(1))
