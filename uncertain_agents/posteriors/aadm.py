@@ -169,7 +169,7 @@ class AADM(Posterior):
         n = n_samples or self._kl_sample_count()
         with torch.no_grad():
             w = self.q(n, generator)
-        return discriminator_loss(self.discriminator, adaptive_contrast(w).standardized, generator)
+        return discriminator_loss(self.discriminator, adaptive_contrast(w, with_log_r=False).standardized, generator)
 
     def _kl_sample_count(self, batch_size: int | None = None) -> int:
         if self.sample_mode == "per_point" and batch_size is not None:
@@ -213,8 +213,6 @@ class AADM(Posterior):
         return 1.0 if warm == 0 else min(1.0, steps_done / warm)
 
     # --------------------------------------------------------- protocol
-    phases = (Phase("train"),)
-
     def optimizer_groups(self) -> dict[str, OptimizerGroup]:
         """``"discriminator"``: T; ``"generator"``: everything else that is trained."""
         disc = tuple(self.discriminator.parameters())

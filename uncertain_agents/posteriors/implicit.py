@@ -99,29 +99,35 @@ class Contrast:
 
     Attributes:
         standardized: ``[S, n]`` ``(w − μ̂)/σ̂`` with stop-gradient ``μ̂, σ̂`` (over the S samples).
-        log_r: ``[S]`` ``log r(w)``, ``r = N(μ̂, diag σ̂²)`` (differentiable in w).
+        log_r: ``[S]`` ``log r(w)``, ``r = N(μ̂, diag σ̂²)`` (differentiable in w), or None.
     """
 
     standardized: Tensor
-    log_r: Tensor
+    log_r: Tensor | None
 
 
-def adaptive_contrast(w: Tensor) -> Contrast:
-    """Standardise ``w[S, n]`` by its own stop-gradient moments (needs ``S ≥ 2``)."""
+def adaptive_contrast(w: Tensor, *, with_log_r: bool = True) -> Contrast:
+    """Standardise ``w[S, n]`` by its own stop-gradient moments (needs ``S ≥ 2``);
+    ``with_log_r=False`` skips ``log r`` (``Contrast.log_r`` is then None)."""
     detached = w.detach()
     mean = detached.mean(0)
     # (a plain mean of squares: torch.std over a short leading dim is ~50× slower on CPU)
     std = (detached - mean).square().mean(0).sqrt().clamp_min(1e-8)
     z = (w - mean) / std
+    if not with_log_r:
+        return Contrast(z, None)
     log_r = -(0.5 * z.square() + std.log() + 0.5 * LOG_2PI).sum(-1)
     return Contrast(z, log_r)
 
 
 def discriminator_loss(discriminator: RatioDiscriminator, w_std: Tensor, generator: torch.Generator) -> Tensor:
     """Logistic loss of ``T`` on standardised q-samples ``w_std[S, n]`` (label 1) against as
-    many ``N(0, I)`` draws (label 0): ``mean softplus(−T(w̃)) + mean softplus(T(z))``."""
+    many ``N(0, I)`` draws (label 0): ``mean softplus(−T(w̃)) + mean softplus(T(z))``,
+    with both sets through ``T`` in one batched pass."""
     z = torch.randn(w_std.shape, generator=generator, device=w_std.device, dtype=w_std.dtype)
-    return F.softplus(-discriminator(w_std)).mean() + F.softplus(discriminator(z)).mean()
+    logits = discriminator(torch.cat([w_std, z]))
+    s = w_std.shape[0]
+    return F.softplus(-logits[:s]).mean() + F.softplus(logits[s:]).mean()
 
 
 def gaussian_log_prior(w: Tensor, prior_std: Tensor) -> Tensor:
