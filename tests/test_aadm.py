@@ -172,3 +172,11 @@ def test_bad_options_name_the_argument():
         make("aadm", generator_hidden=(0,))
     with pytest.raises(ValueError, match="alpha"):
         make("aadm", alpha=float("nan"))
+
+
+def test_single_sample_single_point_still_trains():
+    x, y = torch.randn(1, 2), torch.randn(1, 1)
+    for mode in ("shared", "per_point"):
+        post = make("aadm", train_samples=1, sample_mode=mode)
+        result = post.fit(x, y, steps=3, batch_size=1)
+        assert np.isfinite(result.traces["kl"]).all()

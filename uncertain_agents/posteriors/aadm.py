@@ -173,7 +173,7 @@ class AADM(Posterior):
 
     def _kl_sample_count(self, batch_size: int | None = None) -> int:
         if self.sample_mode == "per_point" and batch_size is not None:
-            return batch_size * self.train_samples
+            return max(batch_size * self.train_samples, 2)
         return max(self.train_samples, 2)
 
     def data_loglik(self, batch: Batch, weights: Tensor) -> Tensor:
@@ -195,11 +195,10 @@ class AADM(Posterior):
         shape = (K,) if self.sample_mode == "shared" else (B, K)
         weights = self.q(shape, generator)
         loglik = self.data_loglik(batch, weights)
-        if K == 1 and self.sample_mode == "shared":  # adaptive contrast needs two samples
-            extra = self.q(1, generator)
-            kl, _ = self.kl_estimate(torch.cat([weights, extra]))
-        else:
-            kl, _ = self.kl_estimate(weights.reshape(-1, self.n_weights))
+        flat = weights.reshape(-1, self.n_weights)
+        if flat.shape[0] < 2:  # adaptive contrast needs two samples: add one for the KL only
+            flat = torch.cat([flat, self.q(1, generator)])
+        kl, _ = self.kl_estimate(flat)
         return alpha_dropout_loss(loglik, self.alpha), kl
 
     def loss(self, batch: Batch, generator: torch.Generator, beta: float = 1.0) -> Tensor:
