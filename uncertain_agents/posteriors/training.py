@@ -80,6 +80,8 @@ class FitResult:
         traces: ``{name: [steps]}`` every named loss the method's step returned (the
             main objective included); a name a phase does not report is NaN there.
         phase_steps: ``{phase name: steps}`` how the steps were split between phases.
+        diagnostics: whatever the method reported with :meth:`TrainingContext.report`
+            (arrays, e.g. refined VI's ELBO staircase).
     """
 
     losses: np.ndarray
@@ -87,6 +89,7 @@ class FitResult:
     seconds: float
     traces: dict[str, np.ndarray] = field(default_factory=dict)
     phase_steps: dict[str, int] = field(default_factory=dict)
+    diagnostics: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def final_loss(self) -> float:
@@ -124,7 +127,10 @@ class Phase:
 
     Attributes:
         name: the phase's name (``TrainingContext.phase``; keys ``FitResult.phase_steps``).
-        share: its fraction of a ``fit``'s steps (the shares of a method sum to 1).
+        share: its fraction of a ``fit``'s steps (the shares of a method's phases without
+            ``steps`` sum to 1).
+        steps: a fixed number of steps run in addition to ``fit``'s ``steps`` (``share`` is
+            then ignored), for stages with their own schedule (refined VI's refinement).
         on_refit: what a warm-started refit does with the phase's state —
             ``"continue"`` trains on from where the last fit stopped; ``"restart"``
             rebuilds it from the earlier phases' result (the method does so in
@@ -134,8 +140,12 @@ class Phase:
     name: str
     share: float = 1.0
     on_refit: str = "continue"
+    steps: int | None = None
 
     def __post_init__(self) -> None:
+        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
+                                       or self.steps < 0):
+            raise ValueError(f"phase steps must be a non-negative int or None, got {self.steps!r}")
         if not (0.0 < self.share <= 1.0):
             raise ValueError(f"phase share must lie in (0, 1], got {self.share!r}")
         if self.on_refit not in REFIT_MODES:
@@ -143,12 +153,16 @@ class Phase:
 
 
 def split_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
-    """Steps per phase: ``round(share·steps)`` each, the last phase taking the remainder."""
-    if abs(sum(p.share for p in phases) - 1.0) > 1e-6:
-        raise ValueError(f"phase shares must sum to 1, got {[p.share for p in phases]}")
-    counts = [int(round(p.share * steps)) for p in phases[:-1]]
+    """Steps per phase: a phase with fixed ``steps`` gets them; the others share ``steps``,
+    ``round(share·steps)`` each, the last of them taking the remainder."""
+    shared = [p for p in phases if p.steps is None]
+    if not shared or abs(sum(p.share for p in shared) - 1.0) > 1e-6:
+        raise ValueError(f"phase shares must sum to 1, got {[p.share for p in shared]}")
+    counts = [int(round(p.share * steps)) for p in shared[:-1]]
     counts = [min(c, steps - sum(counts[:i])) for i, c in enumerate(counts)]
-    return counts + [steps - sum(counts)]
+    counts.append(steps - sum(counts))
+    it = iter(counts)
+    return [p.steps if p.steps is not None else next(it) for p in phases]
 
 
 class TrainingContext:
@@ -178,6 +192,7 @@ class TrainingContext:
         self.phase: Phase | None = None
         self.phase_step = 0
         self.phase_steps = 0
+        self.diagnostics: dict[str, np.ndarray] = {}
 
     @property
     def group_names(self) -> tuple[str, ...]:
@@ -213,6 +228,16 @@ class TrainingContext:
     def reset_optimizer(self, group: str = "main") -> None:
         """Forget ``group``'s Adam moments (a fresh optimiser, as at the first fit)."""
         self._optimizers[group].state.clear()
+
+    def set_learning_rate(self, group: str, lr: float) -> None:
+        """Set ``group``'s learning rate for the rest of this fit (schedules within a phase)."""
+        self._group(group)
+        for pg in self._optimizers[group].param_groups:
+            pg["lr"] = float(lr)
+
+    def report(self, name: str, value) -> None:
+        """Hand a diagnostic (array-like) to ``FitResult.diagnostics[name]``."""
+        self.diagnostics[name] = np.asarray(value.detach().cpu() if isinstance(value, Tensor) else value)
 
 
 class OptimizerSet:
@@ -288,11 +313,12 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     ctx = TrainingContext(optimizers, groups, gen, lr, steps, steps_before)
     phases = tuple(post.phases)
     counts = split_steps(phases, steps)
+    total = sum(counts)
     traces: dict[str, Tensor] = {}
     stream = _IndexStream(n, gen, post.device)
     t0 = time.perf_counter()
     post.train()
-    bar = ProgressBar.create(progress, steps, f"fit {post.name}")
+    bar = ProgressBar.create(progress, total, f"fit {post.name}")
     step = 0
     try:
         for phase, count in zip(phases, counts):
@@ -310,9 +336,9 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                                    f"got {sorted(named)}")
                 for key, value in named.items():
                     if key not in traces:
-                        traces[key] = torch.full((steps,), float("nan"), device=post.device)
+                        traces[key] = torch.full((total,), float("nan"), device=post.device)
                     traces[key][step] = value.detach()
-                if step % 25 == 0 or step == steps - 1:
+                if step % 25 == 0 or step == total - 1:
                     _check_finite_loss(post, traces[MAIN_LOSS][step], step, lr)
                     if bar is not None:
                         bar.update(step + 1, float(traces[MAIN_LOSS][step]))
@@ -326,8 +352,8 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
         if not bool(torch.isfinite(p).all()):
             raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit")
     out = {k: v.cpu().numpy() for k, v in traces.items()}
-    return FitResult(out[MAIN_LOSS], steps, time.perf_counter() - t0, out,
-                     {p.name: c for p, c in zip(phases, counts)})
+    return FitResult(out[MAIN_LOSS], total, time.perf_counter() - t0, out,
+                     {p.name: c for p, c in zip(phases, counts)}, ctx.diagnostics)
 
 
 def _check_finite_loss(post: "Posterior", value: Tensor, step: int, lr: float) -> None:
