@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from ..network import MLPSpec
 from ..registry import register
-from ..validation import check_positive_int
+from ..validation import check_positive_float, check_positive_int
 from .base import Batch, OptimizerGroup, Phase, TrainingContext
 from .mfvi import MeanFieldVI
 from .refinement import (DEFAULT_VARIANCE_RATIOS, RefinementSchedule, auxiliary_marginal,
@@ -44,6 +44,8 @@ class RefinedVI(MeanFieldVI):
             0.0189; the rest, 0.0081, is the final conditional prior variance).
         refine_iters: Adam steps per refinement step (default 200).
         refine_samples: Monte-Carlo weight samples per member and step (default 1).
+        refine_lr: base of the refinement learning rates ``lr_k = refine_lr · 0.3^{k/2}``
+            (default 1e-3, the paper's).
         eval_rows: training rows (at most) on which the keep-the-better rule and the
             reported bounds are estimated (default 2,048).
         train_samples, init_std (of the VI phase), prior_std, noise_std: as ``mfvi``.
@@ -53,7 +55,7 @@ class RefinedVI(MeanFieldVI):
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_members: int = 10,
                  variance_ratios=DEFAULT_VARIANCE_RATIOS, refine_iters: int = 200, refine_samples: int = 1,
-                 eval_rows: int = 2048, **kwargs):
+                 refine_lr: float = 1e-3, eval_rows: int = 2048, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self.n_members = check_positive_int(n_members, "n_members")
         try:
@@ -64,6 +66,7 @@ class RefinedVI(MeanFieldVI):
         self.refine_iters = check_positive_int(refine_iters, "refine_iters")
         self.refine_samples = check_positive_int(refine_samples, "refine_samples")
         self.eval_rows = check_positive_int(eval_rows, "eval_rows")
+        self.refine_lr = check_positive_float(refine_lr, "refine_lr")
         D = spec.num_params
         self.member_mean = nn.Parameter(torch.zeros(self.n_members, D))
         self.member_log_std = nn.Parameter(torch.zeros(self.n_members, D))
@@ -160,7 +163,7 @@ class RefinedVI(MeanFieldVI):
         self._refine_state["r"] = prior_var * remaining[k]
         self._refine_state["init"] = (self.member_mean.clone(), self.member_log_std.clone())
         ctx.reset_optimizer("members")
-        ctx.set_learning_rate("members", self.schedule.learning_rate(k))
+        ctx.set_learning_rate("members", self.schedule.learning_rate(k, self.refine_lr))
 
     @torch.no_grad()
     def _end_refinement_step(self, k: int, batch: Batch, ctx: TrainingContext) -> None:
@@ -173,7 +176,7 @@ class RefinedVI(MeanFieldVI):
                                        batch.n_data, eps=eps)
         after = self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset, r, x, y, mask,
                                       batch.n_data, eps=eps)
-        worse = (after < before).unsqueeze(-1)
+        worse = (~(after >= before)).unsqueeze(-1)  # a non-finite optimised bound counts as worse
         self.member_mean.copy_(torch.where(worse, init_mean, self.member_mean))
         self.member_log_std.copy_(torch.where(worse, init_log_std, self.member_log_std))
         best = torch.maximum(before, after)
