@@ -94,7 +94,7 @@ class RefinedVI(MeanFieldVI):
         k, i = divmod(ctx.phase_step, self.refine_iters)
         if i == 0:
             self._begin_refinement_step(k + 1, batch, ctx)
-        loss = -self.conditional_elbo(self.member_mean, self.member_log_std, self._prior_mean(),
+        loss = -self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
                                       self._refine_state["r"], batch.x, batch.y, batch.mask, batch.n_data,
                                       ctx.generator).sum()
         ctx.minimize(loss, "members")
@@ -103,9 +103,6 @@ class RefinedVI(MeanFieldVI):
         return {"loss": loss.detach() / self.n_members}
 
     # --------------------------------------------------------- refinement
-    def _prior_mean(self) -> Tensor:
-        return self.member_offset
-
     def conditional_elbo(self, mean: Tensor, log_std: Tensor, prior_mean: Tensor, prior_var: Tensor,
                          x: Tensor, y: Tensor, mask: Tensor | None, n_data: int,
                          generator: torch.Generator | None = None, eps: Tensor | None = None) -> Tensor:
