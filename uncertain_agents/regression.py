@@ -47,7 +47,9 @@ def summarize(frame: pd.DataFrame, columns=("test_nll", "test_rmse")) -> dict[st
 def run_uci(config: UCIConfig, *, data_dir=None, progress: bool = False, on_split=None) -> pd.DataFrame:
     """Train and evaluate ``config.posterior`` on each split; one row per split.
 
-    Columns: ``split, test_nll, test_rmse, train_seconds, steps``.
+    Columns: ``split, test_nll, test_rmse, train_seconds, steps`` and the fit's
+    :meth:`~uncertain_agents.posteriors.training.FitResult.summary` (per-phase seconds, scalar
+    diagnostics such as refined VI's ``elbo_init`` and ``elbo_aux_final``).
     """
     name = resolve_name(config.posterior)
     data = UCIDataset(config.dataset, data_dir)
@@ -63,12 +65,12 @@ def run_uci(config: UCIConfig, *, data_dir=None, progress: bool = False, on_spli
                                   activation=config.activation, device=config.device,
                                   seed=config.seed + k, **config.options)
             t0 = time.perf_counter()
-            post.fit(split.x_train, split.y_train, steps=steps, batch_size=config.batch_size, lr=config.lr)
+            result = post.fit(split.x_train, split.y_train, steps=steps, batch_size=config.batch_size, lr=config.lr)
             seconds = time.perf_counter() - t0
             pred = post.predict(split.x_test, n_samples=config.n_samples,
                                 generator=torch.Generator(post.device).manual_seed(10_000 + k))
             row = {"split": k, **regression_metrics(pred, split.y_test), "train_seconds": seconds,
-                   "steps": steps}
+                   "steps": steps, **result.summary()}
             rows.append(row)
             if on_split is not None:
                 on_split(row)

@@ -12,8 +12,16 @@ draws, on up to ``eval_rows`` training rows) is kept, so the bound never decreas
 A sample is one refined member's Gaussian, drawn uniformly.
 
 ``fit`` reports ``diagnostics["elbo_init"]`` (the VI ELBO, per data point) and
-``diagnostics["elbo_aux"]`` ``[M, K + 1]`` (the auxiliary bound after each step, column 0 =
-ELBO_init; the paper's "staircase"). A warm-started refit continues the VI phase from its
+``diagnostics["elbo_aux"]`` ``[M, K + 1]``, the paper's "staircase": per member, the
+auxiliary bound after each step, column 0 = ELBO_init. It is estimated as ELBO_init plus
+the member's gains ``Δ_k = L_k(kept) − L_k(closed-form init) ≥ 0``. At its closed-form
+initialisation a step leaves the bound unchanged in expectation over ``a_k``
+(``E[L_k(init) − log q(a_k)/p(a_k)] = L_{k−1}``), so this estimate has the expectation
+of the single-path estimate of the paper's Figure 2 (``diagnostics["elbo_aux_path"]``,
+``L_K − Σ_k log q(a_k)/p(a_k)`` along the member's draws) with the zero-mean terms removed:
+it can never fall below ELBO_init for any member. ``elbo_aux_final`` is its mean over
+members. For a linear Gaussian model the conditional ELBOs are exact (no Monte Carlo).
+A warm-started refit continues the VI phase from its
 current state and then refines afresh (``on_refit="restart"``).
 """
 from __future__ import annotations
@@ -108,7 +116,23 @@ class RefinedVI(MeanFieldVI):
                          generator: torch.Generator | None = None, eps: Tensor | None = None) -> Tensor:
         """``[M]`` conditional ELBO per data point of members ``mean, log_std [M, D]`` against
         the conditional prior ``N(prior_mean [M, D], prior_var [D])`` on the rows ``x``
-        (scaled to ``n_data``); ``eps [S, M, D]`` fixes the weight draws."""
+        (scaled to ``n_data``); ``eps [S, M, D]`` fixes the weight draws.
+
+        For a linear Gaussian model (no hidden layer, Gaussian likelihood) the expected
+        log-likelihood is exact (``eps`` unused): ``f`` is Gaussian with mean
+        ``x·μ_W + μ_b`` and variance ``x²·σ²_W + σ²_b``.
+        """
+        kl = gaussian_kl(mean, torch.exp(2.0 * log_std), prior_mean, prior_var).sum(-1)
+        if self.exact_expectation:
+            log_noise = self.log_noise_std_train().detach()
+            f_mean = self.spec.forward(mean, x)  # [M, B, out]
+            f_var = self.spec.forward(torch.exp(2.0 * log_std), x.square())  # linear: Σ x²σ² + σ²_b
+            penalty = 0.5 * f_var * torch.exp(-2.0 * log_noise)
+            if mask is not None:
+                penalty = penalty * mask
+            loglik = (self.likelihood.log_prob(f_mean, y, mask, log_noise_std=log_noise)
+                      - penalty.sum(-1)).mean(-1)
+            return loglik - kl / n_data
         if eps is None:
             eps = torch.randn(self.refine_samples, *mean.shape, generator=generator, device=mean.device)
         S, M, D = eps.shape
@@ -116,8 +140,12 @@ class RefinedVI(MeanFieldVI):
         f = self.spec.forward(w, x)  # [S*M, B, out]
         kw = {"log_noise_std": self.log_noise_std_train().detach()} if self.kind == "gaussian" else {}
         loglik = self.likelihood.log_prob(f, y, mask, **kw).view(S, M, -1).mean(0).mean(-1)  # [M]
-        kl = gaussian_kl(mean, torch.exp(2.0 * log_std), prior_mean, prior_var).sum(-1)
         return loglik - kl / n_data
+
+    @property
+    def exact_expectation(self) -> bool:
+        """True for a linear Gaussian model, whose conditional ELBO is computed in closed form."""
+        return len(self.spec.layer_shapes) == 1 and self.kind == "gaussian"
 
     def _eval_set(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None]:
         n = batch.x_pool.shape[0]
@@ -143,6 +171,8 @@ class RefinedVI(MeanFieldVI):
             elbo0 = self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
                                           prior_var, x, y, mask, batch.n_data, eps=eps)
             self._refine_state["staircase"] = [elbo0]
+            self._refine_state["path"] = [elbo0]
+            self._refine_state["gain"] = torch.zeros_like(elbo0)
             ctx.report("elbo_init", elbo0.mean())
         r_prev = prior_var * remaining[k - 1]
         var_a = prior_var * self.schedule.ratios[k - 1]
@@ -176,18 +206,26 @@ class RefinedVI(MeanFieldVI):
         worse = (~(after >= before)).unsqueeze(-1)  # a non-finite optimised bound counts as worse
         self.member_mean.copy_(torch.where(worse, init_mean, self.member_mean))
         self.member_log_std.copy_(torch.where(worse, init_log_std, self.member_log_std))
-        best = torch.maximum(before, after)
-        staircase = self._refine_state["staircase"]
-        staircase.append(best - self._refine_state["log_ratio"] / batch.n_data)
+        best = torch.where(worse.squeeze(-1), before, after)
+        state = self._refine_state
+        state["gain"] += best - before  # ≥ 0: the keep-the-better rule
+        state["staircase"].append(state["staircase"][0] + state["gain"])
+        state["path"].append(best - state["log_ratio"] / batch.n_data)
         if k == self.schedule.steps:
             self.refined.fill_(True)
-            ctx.report("elbo_aux", torch.stack(staircase, dim=1))  # [M, K + 1]
+            staircase = torch.stack(state["staircase"], dim=1)  # [M, K + 1]
+            ctx.report("elbo_aux", staircase)
+            ctx.report("elbo_aux_path", torch.stack(state["path"], dim=1))
+            ctx.report("elbo_aux_final", staircase[:, -1].mean())
             ctx.report("kept_initial", worse.squeeze(-1))
 
     # -------------------------------------------------------------- sample
     def _sample(self, n: int, generator: torch.Generator):
         if not bool(self.refined):
             return super()._sample(n, generator)
-        member = torch.randint(self.n_members, (n,), generator=generator, device=self.device)
+        # stratified over members: every draw is uniform over them, and n draws visit each
+        # member ⌊n/M⌋ or ⌈n/M⌉ times (a lower-variance estimate of the mixture's predictive)
+        offset = torch.randint(self.n_members, (1,), generator=generator, device=self.device)
+        member = (offset + torch.arange(n, device=self.device)) % self.n_members
         eps = torch.randn(n, self.spec.num_params, generator=generator, device=self.device)
         return self.member_mean[member] + self.member_log_std[member].exp() * eps, None

@@ -80,6 +80,7 @@ class FitResult:
         traces: ``{name: [steps]}`` every named loss the method's step returned (the
             main objective included); a name a phase does not report is NaN there.
         phase_steps: ``{phase name: steps}`` how the steps were split between phases.
+        phase_seconds: ``{phase name: seconds}`` wall time of each phase.
         diagnostics: whatever the method reported with :meth:`TrainingContext.report`
             (arrays, e.g. refined VI's ELBO staircase).
     """
@@ -90,10 +91,20 @@ class FitResult:
     traces: dict[str, np.ndarray] = field(default_factory=dict)
     phase_steps: dict[str, int] = field(default_factory=dict)
     diagnostics: dict[str, np.ndarray] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def final_loss(self) -> float:
         return float(self.losses[-1])
+
+    def summary(self) -> dict[str, float]:
+        """Flat scalars for a results row: ``fit_seconds``, ``seconds_<phase>`` (when a method
+        has several phases) and every scalar diagnostic."""
+        out = {"fit_seconds": float(self.seconds)}
+        if len(self.phase_seconds) > 1:
+            out.update({f"seconds_{name}": float(s) for name, s in self.phase_seconds.items()})
+        out.update({name: float(v) for name, v in self.diagnostics.items() if np.size(v) == 1})
+        return out
 
     def __repr__(self) -> str:
         names = ", ".join(sorted(self.traces))
@@ -320,10 +331,12 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     post.train()
     bar = ProgressBar.create(progress, total, f"fit {post.name}")
     step = 0
+    phase_seconds: dict[str, float] = {}
     try:
         for phase, count in zip(phases, counts):
             if count == 0:
                 continue
+            phase_t0 = time.perf_counter()
             ctx.phase, ctx.phase_steps = phase, count
             post.start_phase(phase, ctx)
             for phase_step in range(count):
@@ -343,6 +356,9 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                     if bar is not None:
                         bar.update(step + 1, float(traces[MAIN_LOSS][step]))
                 step += 1
+            if post.device.type == "cuda":
+                torch.cuda.synchronize(post.device)
+            phase_seconds[phase.name] = time.perf_counter() - phase_t0
     finally:
         post.steps_trained.fill_(steps_before + step)
         if bar is not None:
@@ -353,7 +369,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit")
     out = {k: v.cpu().numpy() for k, v in traces.items()}
     return FitResult(out[MAIN_LOSS], total, time.perf_counter() - t0, out,
-                     {p.name: c for p, c in zip(phases, counts)}, ctx.diagnostics)
+                     {p.name: c for p, c in zip(phases, counts)}, ctx.diagnostics, phase_seconds)
 
 
 def _check_finite_loss(post: "Posterior", value: Tensor, step: int, lr: float) -> None:
