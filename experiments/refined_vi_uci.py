@@ -28,6 +28,8 @@ PAPER_NAMES = {"bostonHousing": "boston_housing", "concrete": "concrete_strength
                "protein-tertiary-structure": "protein_structure"}
 METHODS = ("mfvi", "refined-vi")
 LARGE = {"kin8nm", "naval-propulsion-plant", "power-plant", "protein-tertiary-structure"}
+N_ROWS = {"bostonHousing": 506, "concrete": 1030, "energy": 768, "yacht": 308, "wine-quality-red": 1599,
+          "kin8nm": 8192, "naval-propulsion-plant": 11934, "power-plant": 9568, "protein-tertiary-structure": 45730}
 PAPER_ITERATIONS, PAPER_BATCH = 30_000, 256
 
 
@@ -40,22 +42,34 @@ def protocol(dataset: str) -> dict:
 REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "refined_vi_uci_table1.csv"
 
 
-def paper_nll(dataset: str) -> dict[str, tuple[float, float]]:
+def paper_values(dataset: str) -> dict[str, tuple[float, float]]:
+    """The paper's ``{(method, metric): (mean, sd)}``: test NLL (negated MLL) and ELBO per training point."""
     if not REFERENCE.exists():
         return {}
     ref = pd.read_csv(REFERENCE)
-    rows = ref[(ref.dataset == PAPER_NAMES.get(dataset)) & (ref.metric == "test_mll")]
+    rows = ref[ref.dataset == PAPER_NAMES.get(dataset)]
+    n_train = round(0.8 * N_ROWS[dataset])
     out = {}
     for _, r in rows.iterrows():
         key = "mfvi" if r.method.startswith("VI") else ("refined-vi" if r.method.startswith("Refined") else None)
-        if key:
-            out[key] = (-float(r["mean"]), float(r["sd"]))
+        if key is None:
+            continue
+        if r.metric == "test_mll":
+            out[key, "nll"] = (-float(r["mean"]), float(r["sd"]))
+        elif r.metric in ("elbo", "elbo_lower_bound"):
+            out[key, "elbo"] = (float(r["mean"]) / n_train, float(r["sd"]) / n_train)
     return out
 
 
+def _mean_se(values: pd.Series, digits: int = 3) -> str:
+    se = values.std(ddof=1) / len(values) ** 0.5
+    return f"{values.mean():.{digits}f} ± {se:.{digits}f}"
+
+
 def table(out: Path, datasets: list[str]) -> str:
-    lines = ["| data set | VI test NLL | refined VI test NLL | refined better on | paper VI | paper refined VI |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| data set | splits | VI test NLL | refined test NLL | refined better | paper VI / refined NLL (sd) "
+             "| VI ELBO | ELBO_aux | ELBO_aux > VI ELBO | paper VI / refined ELBO | VI s | refinement s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in datasets:
         frames = {m: pd.read_csv(out / d / m / "splits.csv") for m in METHODS if (out / d / m / "splits.csv").exists()}
         if len(frames) < 2:
@@ -63,19 +77,25 @@ def table(out: Path, datasets: list[str]) -> str:
         a, b = frames["mfvi"].set_index("split"), frames["refined-vi"].set_index("split")
         common = a.index.intersection(b.index)
         a, b = a.loc[common], b.loc[common]
-        se = lambda s: s.std(ddof=1) / len(s) ** 0.5  # noqa: E731
-        pub = paper_nll(d)
-        fmt = lambda k: f"{pub[k][0]:.3f} ± {pub[k][1]:.3f} (sd)" if k in pub else "—"  # noqa: E731
-        lines.append(f"| {d} | {a.test_nll.mean():.3f} ± {se(a.test_nll):.3f} | {b.test_nll.mean():.3f} ± "
-                     f"{se(b.test_nll):.3f} | {int((b.test_nll < a.test_nll).sum())}/{len(common)} splits | "
-                     f"{fmt('mfvi')} | {fmt('refined-vi')} |")
+        pub = paper_values(d)
+        fmt = lambda k, digits=3: f"{pub[k][0]:.{digits}f} ± {pub[k][1]:.{digits}f}" if k in pub else "—"  # noqa: E731
+        row = [d, str(len(common)), _mean_se(a.test_nll), _mean_se(b.test_nll),
+               f"{int((b.test_nll < a.test_nll).sum())}/{len(common)}",
+               f"{fmt(('mfvi', 'nll'))} / {fmt(('refined-vi', 'nll'))}"]
+        if "elbo_aux_final" in b:
+            row += [_mean_se(b.elbo_init), _mean_se(b.elbo_aux_final),
+                    f"{int((b.elbo_aux_final > b.elbo_init).sum())}/{len(common)}",
+                    f"{fmt(('mfvi', 'elbo'))} / {fmt(('refined-vi', 'elbo'))}",
+                    f"{b.seconds_vi.mean():.1f}", f"{b.seconds_refine.mean():.1f}"]
+        else:
+            row += ["—"] * 6
+        lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", default=["bostonHousing", "yacht", "energy", "concrete",
-                                                           "wine-quality-red"])
+    parser.add_argument("--datasets", nargs="+", default=list(N_ROWS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=Path("experiments/results/refined_vi_uci"))
     args = parser.parse_args(argv)

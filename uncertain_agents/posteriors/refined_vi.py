@@ -170,10 +170,11 @@ class RefinedVI(MeanFieldVI):
             eps = torch.randn(4, *self.member_mean.shape, generator=ctx.generator, device=self.device)
             elbo0 = self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
                                           prior_var, x, y, mask, batch.n_data, eps=eps)
+            elbo0 = elbo0.mean().expand_as(elbo0)  # every member starts from the same q: pool the draws
             self._refine_state["staircase"] = [elbo0]
             self._refine_state["path"] = [elbo0]
             self._refine_state["gain"] = torch.zeros_like(elbo0)
-            ctx.report("elbo_init", elbo0.mean())
+            ctx.report("elbo_init", elbo0[0])
         r_prev = prior_var * remaining[k - 1]
         var_a = prior_var * self.schedule.ratios[k - 1]
         var = torch.exp(2.0 * self.member_log_std)
