@@ -1,0 +1,144 @@
+"""Experiment grids: validation before work, cell hashes, resume after a kill, executors agree."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from uncertain_agents.grid import CellStore, cell_hash, grid_table, load_spec, parse_spec, run_grid
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def toy_spec(**overrides) -> dict:
+    spec = {"name": "toy-test", "kind": "toy",
+            "settings": {"toy": "heteroscedastic", "steps": 40, "hidden": [8], "n_train": 64, "n_test": 64},
+            "cross": {"seed": [0, 1, 2]},
+            "methods": [{"posterior": "map"}, {"posterior": "mfvi", "options": {"prior_std": 1.0}}]}
+    spec.update(overrides)
+    return spec
+
+
+def cell_files(out: Path) -> dict[str, dict]:
+    return {p.name: json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))}
+
+
+def test_a_cell_hash_changes_with_any_option():
+    spec = parse_spec(toy_spec())
+    base = spec.cells()[1]
+    assert cell_hash(base) == cell_hash(json.loads(json.dumps(base)))
+    changed = [dict(base, steps=41), dict(base, seed=7), dict(base, hidden=[9]),
+               dict(base, method={"posterior": "mfvi", "options": {"prior_std": 2.0}}),
+               dict(base, method={"posterior": "mfvi", "options": {"prior_std": 1.0, "noise_std": 0.1}})]
+    hashes = {cell_hash(c) for c in changed}
+    assert len(hashes) == len(changed) and cell_hash(base) not in hashes
+
+
+@pytest.mark.parametrize("patch, key", [
+    ({"methods": [{"posterior": "no-such-posterior"}]}, "methods[0].posterior"),
+    ({"settings": {"toy": "no-such-toy"}}, "settings.toy"),
+    ({"cross": {"seed": 3}}, "cross.seed"),
+    ({"cross": {"seed": [0, "one"]}}, "cross.seed[1]"),
+    ({"settings": {"stepz": 10}}, "settings.stepz"),
+    ({"colour": "red"}, "colour"),
+    ({"methods": [{"posterior": "mfvi", "options": {"no_such_option": 1}}]}, "methods[0].options"),
+    ({"kind": "dance"}, "kind"),
+])
+def test_a_bad_spec_fails_before_any_cell_runs(tmp_path, patch, key):
+    with pytest.raises(ValueError, match=key.replace("[", r"\[").replace("]", r"\]")):
+        run_grid(toy_spec(**patch), tmp_path / "grid")
+    assert not (tmp_path / "grid" / "cells").exists()
+
+
+def test_uci_dataset_names_are_checked():
+    spec = {"kind": "regress", "settings": {"dataset": "bostn"}, "methods": [{"posterior": "mfvi"}]}
+    with pytest.raises(ValueError, match="settings.dataset"):
+        parse_spec(spec)
+
+
+def test_rerun_skips_finished_cells_and_table_aggregates(tmp_path):
+    out = tmp_path / "grid"
+    first = run_grid(toy_spec(), out)
+    assert (first.total, first.skipped, first.finished, first.failed) == (6, 0, 6, [])
+    files = cell_files(out)
+    assert len(files) == 6
+    record = next(iter(files.values()))
+    assert {"package_version", "torch_version", "argv"} <= set(record["manifest"])
+    second = run_grid(toy_spec(), out)
+    assert (second.skipped, second.finished) == (6, 0)
+    assert cell_files(out) == files  # nothing rewritten
+    table = grid_table(out)
+    assert list(table["method"]) == ["map", "mfvi(prior_std=1.0)"]
+    assert (table["n"] == 3).all() and {"test_nll", "test_nll_se"} <= set(table.columns)
+    assert (out / "table.md").read_text().count("\n") == 4
+
+
+def test_killed_grid_resumes_to_the_same_table(tmp_path):
+    """SIGKILL a CLI grid after some cells, leave a half-written file, resume: the same table
+    as an uninterrupted run, no cell missing or duplicated."""
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(
+        'name = "kill"\nkind = "toy"\n[settings]\ntoy = "bimodal"\nsteps = 600\nhidden = [16]\n'
+        'n_train = 128\nn_test = 64\n[cross]\nseed = [0, 1, 2, 3]\n'
+        '[[methods]]\nposterior = "map"\n[[methods]]\nposterior = "mfvi"\n')
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "uncertain_agents.cli", "grid", "run", str(spec_path), "--threads", "1", "--out"]
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(cmd + [str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((killed / "cells").glob("*.json"))) < 2:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    spec = load_spec(spec_path)
+    store = CellStore(killed)
+    finished = [c for c in spec.cells() if store.done(c)]
+    assert 2 <= len(finished) < 8
+    missing = next(c for c in spec.cells() if not store.done(c))
+    store.path(missing).write_text('{"config": {"kind": "toy", "method"')  # a half-written file
+    resumed = subprocess.run(cmd + [str(killed)], env=env, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(finished)} already finished" in resumed.stdout.replace("\n", " ")
+    clean = tmp_path / "clean"
+    assert subprocess.run(cmd + [str(clean)], env=env, capture_output=True, timeout=300).returncode == 0
+    assert sorted(cell_files(killed)) == sorted(cell_files(clean))
+    assert len(cell_files(killed)) == 8
+    metrics = lambda out: {k: {m: v for m, v in r["metrics"].items() if "seconds" not in m}  # noqa: E731
+                           for k, r in cell_files(out).items()}
+    assert metrics(killed) == metrics(clean)
+    strip = lambda t: t.drop(columns=[c for c in t.columns if "seconds" in c])  # noqa: E731
+    assert strip(grid_table(killed)).equals(strip(grid_table(clean)))
+
+
+def test_process_pool_gives_the_same_cells_as_serial(tmp_path):
+    run_grid(toy_spec(), tmp_path / "serial", threads=1)
+    run_grid(toy_spec(), tmp_path / "pool", workers=2, threads=1)
+    metrics = lambda out: {k: {m: v for m, v in r["metrics"].items() if "seconds" not in m}  # noqa: E731
+                           for k, r in cell_files(out).items()}
+    assert metrics(tmp_path / "serial") == metrics(tmp_path / "pool")
+
+
+def test_ray_executor_gives_the_same_cells_as_local(tmp_path):
+    pytest.importorskip("ray")
+    spec = toy_spec(cross={"seed": [0]})
+    run_grid(spec, tmp_path / "local", threads=1)
+    run_grid(spec, tmp_path / "ray", executor="ray", workers=2, threads=1)
+    metrics = lambda out: {k: {m: v for m, v in r["metrics"].items() if "seconds" not in m}  # noqa: E731
+                           for k, r in cell_files(out).items()}
+    assert metrics(tmp_path / "local") == metrics(tmp_path / "ray")
+
+
+def test_smoke_spec_is_valid():
+    spec = load_spec(ROOT / "experiments" / "specs" / "smoke.toml")
+    assert spec.kind == "regress" and len(spec.cells()) == 4
+
+
+def test_bad_executor_arguments(tmp_path):
+    with pytest.raises(ValueError, match="executor"):
+        run_grid(toy_spec(), tmp_path, executor="slurm")
+    with pytest.raises(ValueError, match="workers"):
+        run_grid(toy_spec(), tmp_path, workers=0)

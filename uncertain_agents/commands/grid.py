@@ -1,0 +1,80 @@
+"""``uncertain-agents grid``: run a spec's cells (resumable, local or on Ray) and tabulate them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("grid", help="run an experiment grid from a spec, or tabulate a grid folder",
+                       description="Experiment grids (docs/grid.md): every cell is one run of the library's "
+                                   "runner, written as one file when it finishes; re-running skips finished cells.")
+    grid_sub = p.add_subparsers(dest="grid_command", metavar="{run,table}")
+    run = grid_sub.add_parser("run", help="run the cells of SPEC that are not finished in --out")
+    run.add_argument("spec", type=Path, help="a TOML spec, e.g. experiments/specs/smoke.toml")
+    run.add_argument("--out", type=Path, required=True, help="grid folder (cells/, grid.json, table.*)")
+    run.add_argument("--executor", choices=("local", "ray"), default="local",
+                     help="local processes (default) or Ray tasks (pip install 'uncertain-agents[ray]')")
+    run.add_argument("--workers", type=int, default=1, help="local processes, or CPUs of a Ray instance started here")
+    run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers)")
+    run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
+    run.set_defaults(func=_run)
+    table = grid_sub.add_parser("table", help="aggregate a grid folder: mean ± s.e. per configuration")
+    table.add_argument("out", type=Path, help="grid folder")
+    table.add_argument("--markdown", type=Path, default=None,
+                       help="also write a results page (e.g. docs/results/NAME.md)")
+    table.add_argument("--command", default=None, help="the command that produced the grid, for the page")
+    table.set_defaults(func=_table)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def _run(args) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..grid import load_spec, run_grid
+
+    spec = load_spec(args.spec)
+    console = Console()
+    cells = spec.cells()
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task(f"grid {spec.name}", total=len(cells))
+        from ..grid import CellStore
+
+        bar.update(task, completed=sum(CellStore(args.out).done(c) for c in cells))
+        result = run_grid(spec, args.out, executor=args.executor, workers=args.workers, threads=args.threads,
+                          ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task))
+    console.print(f"{spec.name}: {result.total} cells, {result.skipped} already finished, "
+                  f"{result.finished} run now, {len(result.failed)} failed → {args.out}")
+    for cell, error in result.failed:
+        console.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
+    _print_table(args.out, console)
+    return 1 if result.failed else 0
+
+
+def _table(args) -> int:
+    from rich.console import Console
+
+    _print_table(args.out, Console(), markdown=args.markdown, command=args.command)
+    return 0
+
+
+def _print_table(out: Path, console, markdown=None, command=None) -> None:
+    from rich.table import Table
+
+    from ..grid import grid_table
+    from ..grid.table import display_frame
+
+    table = grid_table(out, markdown=markdown, command=command)
+    if table.empty:
+        console.print(f"{out}: no finished cells yet")
+        return
+    metrics = [c for c in table.columns if f"{c}_se" in table.columns]
+    shown = display_frame(table, metrics)
+    view = Table(title=f"{out} (mean ± s.e.)")
+    for col in shown.columns:
+        view.add_column(str(col))
+    for row in shown.itertuples(index=False):
+        view.add_row(*(str(v) for v in row))
+    console.print(view)
+    console.print(f"written: {out}/table.csv, table.md, cells.csv" + (f", {markdown}" if markdown else ""))

@@ -1,0 +1,143 @@
+"""Experiment grids: a spec crosses methods × data × splits/trials/seeds; every cell is one
+run of the library's own runner; finished cells are files, so a killed grid resumes.
+
+    from uncertain_agents.grid import load_spec, run_grid, grid_table
+    spec = load_spec("experiments/specs/smoke.toml")
+    run_grid(spec, "runs/smoke", workers=2)       # skips finished cells
+    table = grid_table("runs/smoke")              # mean ± s.e. per configuration
+
+CLI: ``uncertain-agents grid run SPEC --out DIR [--executor local|ray] [--workers N]`` and
+``uncertain-agents grid table DIR``. See docs/grid.md.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from ..runs import atomic_write_text, run_manifest
+from .executors import EXECUTORS, available_cores, run_local, run_ray
+from .jobs import JOBS
+from .spec import GridSpec, load_spec, parse_spec
+from .store import CellStore, cell_hash
+from .reference import add_reference
+from .table import aggregate, cells_frame, display_frame, to_markdown
+
+__all__ = ["GridSpec", "GridRun", "load_spec", "parse_spec", "run_grid", "grid_table", "cell_hash", "JOBS",
+           "EXECUTORS", "CellStore"]
+
+
+class GridRun:
+    """What :func:`run_grid` did: cells in the grid, found finished, run now, failed."""
+
+    def __init__(self, total: int, skipped: int) -> None:
+        self.total, self.skipped, self.finished, self.failed = total, skipped, 0, []
+
+    def __repr__(self) -> str:
+        return (f"GridRun(total={self.total}, skipped={self.skipped}, finished={self.finished}, "
+                f"failed={len(self.failed)})")
+
+
+def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local", workers: int = 1,
+             threads: int | None = None, ray_address: str | None = None,
+             progress: Callable[[dict, dict], None] | None = None) -> GridRun:
+    """Run every cell of ``spec`` not yet finished in ``out``.
+
+    Args:
+        executor: ``"local"`` (serial, or ``workers`` processes) or ``"ray"``.
+        workers: local processes (or CPUs of a Ray instance started here).
+        threads: torch threads per cell (default: the cores divided among the workers).
+        ray_address: a running Ray cluster to connect to (default: start a local instance).
+        progress: ``progress(cell, result)`` after every cell.
+    """
+    if not isinstance(spec, GridSpec):
+        spec = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
+    if executor not in EXECUTORS:
+        raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    cores = available_cores()
+    if threads is None:
+        threads = max(1, cores // workers)
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    raw = {k: v for k, v in asdict(spec).items() if k != "source"}
+    atomic_write_text(out / "grid.json", json.dumps(
+        {"spec": raw, "source": spec.source, "cells": [cell_hash(c) for c in spec.cells()]}, indent=1))
+    store = CellStore(out)
+    cells = spec.cells()
+    todo = [c for c in cells if not store.done(c)]
+    run = GridRun(len(cells), len(cells) - len(todo))
+    manifest = run_manifest()
+
+    def report(cell: dict, result: dict) -> None:
+        record_manifest = {**manifest, "cell_seconds": result["seconds"], "executor": executor}
+        if "error" in result:
+            store.write_error(cell, result["error"], record_manifest)
+            run.failed.append((cell, result["error"]))
+        else:
+            store.write(cell, result["metrics"], record_manifest)
+            run.finished += 1
+        if progress is not None:
+            progress(cell, result)
+
+    if executor == "ray":
+        run_ray(todo, report, threads=threads, address=ray_address, workers=workers)
+    else:
+        run_local(todo, report, workers=workers, threads=threads)
+    return run
+
+
+def grid_table(out, *, write: bool = True, markdown=None, command: str | None = None) -> pd.DataFrame:
+    """Aggregate the finished cells of the grid in ``out`` (mean ± s.e. over the replicate
+    key), with the published numbers beside them when the spec has a ``[reference]``.
+
+    Writes ``cells.csv``, ``table.csv`` and ``table.md`` into ``out`` when ``write``, and a
+    results page (title, description, protocol note, command, cells finished, the table)
+    to ``markdown`` when given.
+    """
+    out = Path(out)
+    try:
+        meta = json.loads((out / "grid.json").read_text())
+    except (OSError, ValueError):
+        raise ValueError(f"{out} holds no grid (grid.json missing or unreadable); run `grid run` first") from None
+    spec = parse_spec(meta["spec"], str(out / "grid.json"))
+    cells = spec.cells()
+    records = CellStore(out).records(cells)
+    frame = cells_frame(records)
+    if frame.empty:
+        return frame
+    metrics = sorted({k for r in records for k in r["metrics"]})
+    table = aggregate(frame, spec.job.replicate, metrics)
+    shown = display_frame(table, metrics)
+    if spec.reference:
+        base = Path(meta.get("source") or out / "grid.json").parent
+        shown = add_reference(shown, spec.reference, base)
+    if write:
+        atomic_write_text(out / "cells.csv", frame.to_csv(index=False))
+        atomic_write_text(out / "table.csv", table.to_csv(index=False))
+        atomic_write_text(out / "table.md", to_markdown(shown))
+    if markdown is not None:
+        atomic_write_text(Path(markdown), results_page(spec, shown, len(records), len(cells), command))
+    return table
+
+
+def results_page(spec: GridSpec, shown: pd.DataFrame, finished: int, total: int, command: str | None) -> str:
+    """A docs page: what the grid is, how it was produced, ours beside the paper's."""
+    lines = [f"# {spec.name}", ""]
+    if spec.description:
+        lines += [spec.description, ""]
+    if spec.reference.get("paper"):
+        lines += [f"Published numbers: {spec.reference['paper']} (`{spec.reference['csv']}`).", ""]
+    if spec.reference.get("note"):
+        lines += [f"Protocol differences: {spec.reference['note']}", ""]
+    if command:
+        lines += ["Produced by", "", "    " + command, ""]
+    lines += [f"Cells finished: {finished} of {total}. Ours: mean ± standard error over "
+              f"`{spec.job.replicate}`; `n` is the number of {spec.job.replicate}s.", "", to_markdown(shown)]
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""Where a grid's cells run: ``local`` (serial, or a process pool) or ``ray``.
+
+Workers only compute; the driver (this process) writes every result into the grid folder
+as it arrives, so the folder stays the single source of truth whatever the executor.
+"""
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from typing import Callable
+
+EXECUTORS = ("local", "ray")
+
+
+def available_cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def execute_cell(cell: dict, threads: int) -> dict:
+    """Run one cell (in whatever process the executor chose); never raises for a failed cell.
+
+    Returns ``{"metrics": {...}, "seconds": s}`` or ``{"error": text, "seconds": s}``.
+    """
+    import torch
+
+    from .jobs import JOBS
+
+    torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    try:
+        metrics = JOBS[cell["kind"]].run(cell)
+    except Exception as err:  # a failed cell is recorded, the grid goes on
+        return {"error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc(),
+                "seconds": time.perf_counter() - t0}
+    return {"metrics": metrics, "seconds": time.perf_counter() - t0}
+
+
+Report = Callable[[dict, dict], None]
+
+
+def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: int = 1) -> None:
+    """Serial when ``workers == 1``, else a pool of ``workers`` processes (spawned, so no
+    torch thread pool is inherited)."""
+    if workers == 1:
+        for cell in cells:
+            report(cell, execute_cell(cell, threads))
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures = {pool.submit(execute_cell, cell, threads): cell for cell in cells}
+        for future in as_completed(futures):
+            report(futures[future], future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def run_ray(cells: list[dict], report: Report, *, threads: int = 1, address: str | None = None,
+            workers: int | None = None) -> None:
+    """One Ray task per cell with the cell's CPU/GPU request; connects to the cluster at
+    ``address`` (e.g. ``"auto"`` or ``"ray://host:10001"``) or starts a local Ray instance
+    (with ``workers`` CPUs when given)."""
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise ValueError("the ray executor needs Ray: pip install 'uncertain-agents[ray]'") from None
+    from .jobs import JOBS
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs = {"address": address} if address else {"num_cpus": workers or available_cores()}
+        ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
+    try:
+        remote = ray.remote(execute_cell)
+        pending = {}
+        for cell in cells:
+            need = JOBS[cell["kind"]].resources(cell)
+            ref = remote.options(num_cpus=max(need["num_cpus"], threads), num_gpus=need["num_gpus"]).remote(
+                cell, threads)
+            pending[ref] = cell
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                report(pending.pop(ref), ray.get(ref))
+    finally:
+        if started_here:
+            ray.shutdown()

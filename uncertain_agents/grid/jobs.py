@@ -1,0 +1,285 @@
+"""The job kinds a grid can run: each cell is one call of the library's own runner.
+
+* ``regress``: one UCI split through :func:`uncertain_agents.regression.run_uci` (the runner
+  of ``uncertain-agents regress``); replicate key ``split``.
+* ``bandit``: one trial of one agent beside Uniform through
+  :func:`uncertain_agents.agents.experiment.run_experiment` (the runner of
+  ``uncertain-agents bandit``); replicate key ``trial``.
+* ``attack``: train one classifier and attack it (``attacks.evaluate``, the runner of
+  ``uncertain-agents attack``); replicate key ``seed``.
+* ``toy``: the AADM / refined-VI one-dimensional toys (:mod:`uncertain_agents.toys`);
+  replicate key ``seed``.
+
+A job knows its keys and their defaults, checks values (errors name the key), checks a
+method entry, the resources a cell asks an executor for, and runs a cell into a flat dict of
+metrics.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+INT, FLOAT, STR, INTS, FLOATS, OPT_INT, OPT_FLOAT, OPT_INTS = (
+    "int", "float", "str", "list[int]", "list[float]", "int|None", "float|None", "list[int]|None")
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    defaults: dict
+    types: dict
+    replicate: str
+    run: Callable[[dict], dict]
+    check_method: Callable[[dict, str], dict]
+    choices: dict
+
+    def check(self, key: str, value, where: str):
+        """``value`` converted to the key's type, or a ``ValueError`` naming ``where``."""
+        kind = self.types[key]
+        if kind.endswith("|None") and value is None:
+            return None
+        kind = kind.removesuffix("|None")
+        if kind == INT:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"{where} must be an integer, got {value!r}")
+        elif kind == FLOAT:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{where} must be a number, got {value!r}")
+            value = float(value)
+        elif kind == STR:
+            if not isinstance(value, str):
+                raise ValueError(f"{where} must be a string, got {value!r}")
+        elif kind in (INTS, FLOATS):
+            ok = isinstance(value, list) and all(not isinstance(v, bool) and isinstance(
+                v, int if kind == INTS else (int, float)) for v in value)
+            if not ok:
+                raise ValueError(f"{where} must be a list of {'integers' if kind == INTS else 'numbers'}, "
+                                 f"got {value!r}")
+            value = [int(v) if kind == INTS else float(v) for v in value]
+        if key in self.choices:
+            value = self.choices[key](value, where)
+        return value
+
+    def resources(self, cell: dict) -> dict:
+        """What one cell asks an executor for."""
+        return {"num_cpus": 1, "num_gpus": 1 if str(cell.get("device", "cpu")).startswith("cuda") else 0}
+
+
+# ------------------------------------------------------------------ checks
+def _posterior_method(entry: dict, where: str, *, likelihood: str = "gaussian") -> dict:
+    from ..registry import make_posterior, resolve_name
+
+    if "agent" in entry:
+        raise ValueError(f"{where}.agent: only bandit grids take an agent")
+    if not isinstance(entry.get("posterior"), str):
+        raise ValueError(f"{where}.posterior must be a posterior name, got {entry.get('posterior')!r}")
+    try:
+        name = resolve_name(entry["posterior"])
+    except ValueError as err:
+        raise ValueError(f"{where}.posterior: {err}") from None
+    _check_options(name, entry["options"], where, likelihood)
+    return {**entry, "posterior": name}
+
+
+def _check_options(name: str, options: dict, where: str, likelihood: str) -> None:
+    """Build the posterior once on a tiny network: an unknown or bad option fails here."""
+    from ..registry import make_posterior
+
+    try:
+        make_posterior(name, in_dim=2, out_dim=2, hidden=(2,), likelihood=likelihood, **options)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{where}.options for {name!r}: {err}") from None
+
+
+def _bandit_method(entry: dict, where: str) -> dict:
+    from ..agents.factory import POSTERIOR_AGENTS, resolve_agent
+    from ..registry import resolve_name
+
+    try:
+        agent = resolve_agent(entry.get("agent", "thompson"))
+    except ValueError as err:
+        raise ValueError(f"{where}.agent: {err}") from None
+    posterior = entry.get("posterior")
+    if agent in POSTERIOR_AGENTS:
+        if not isinstance(posterior, str):
+            raise ValueError(f"{where}.posterior: agent {agent!r} needs a posterior name, got {posterior!r}")
+        try:
+            posterior = resolve_name(posterior)
+        except ValueError as err:
+            raise ValueError(f"{where}.posterior: {err}") from None
+        _check_options(posterior, entry["options"], where, "gaussian")
+    elif posterior is not None or entry["options"]:
+        raise ValueError(f"{where}: agent {agent!r} takes no posterior or options")
+    return {**entry, "agent": agent, "posterior": posterior}
+
+
+def _uci_name(value: str, where: str) -> str:
+    from ..datasets.uci import resolve_uci_name
+
+    try:
+        return resolve_uci_name(value)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _one_of(options: tuple[str, ...], resolve=None):
+    def check(value: str, where: str) -> str:
+        key = resolve(value) if resolve else value
+        if key not in options:
+            raise ValueError(f"{where} must be one of {list(options)}, got {value!r}")
+        return key
+    return check
+
+
+def _env_name(value: str, where: str) -> str:
+    from ..agents.experiment import resolve_env
+
+    try:
+        return resolve_env(value)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+
+
+def _protocol(value: str, where: str) -> str:
+    from ..agents.protocols import PROTOCOLS
+
+    if value not in PROTOCOLS:
+        raise ValueError(f"{where} must be one of {sorted(PROTOCOLS)}, got {value!r}")
+    return value
+
+
+def _delta(value: float, where: str) -> float:
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{where} must lie in (0, 1), got {value!r}")
+    return value
+
+
+def _non_negative(value: int, where: str) -> int:
+    if value < 0:
+        raise ValueError(f"{where} must be ≥ 0, got {value!r}")
+    return value
+
+
+def _positive(value, where: str):
+    if value is not None and value <= 0:
+        raise ValueError(f"{where} must be positive, got {value!r}")
+    return value
+
+
+# -------------------------------------------------------------------- runs
+def run_regress(cell: dict) -> dict:
+    from ..regression import UCIConfig, run_uci
+
+    method = cell["method"]
+    config = UCIConfig(dataset=cell["dataset"], posterior=method["posterior"], hidden=tuple(cell["hidden"]),
+                       activation=cell["activation"], epochs=cell["epochs"], batch_size=cell["batch_size"],
+                       lr=cell["lr"], n_samples=cell["n_samples"], splits=[cell["split"]], seed=cell["seed"],
+                       device=cell["device"], options=dict(method["options"]))
+    row = run_uci(config).iloc[0].to_dict()
+    row.pop("split")
+    return {k: float(v) for k, v in row.items()}
+
+
+def run_bandit_trial(cell: dict) -> dict:
+    from ..agents.experiment import agent_specs, run_experiment, summarize
+
+    method = cell["method"]
+    posteriors = [method["posterior"]] if method.get("posterior") else []
+    specs = agent_specs([method["agent"]], posteriors, method["options"])
+    steps = run_experiment(cell["env"], specs, steps=cell["steps"], trials=1, seed=cell["seed"] + cell["trial"],
+                           delta=cell["delta"], protocol=cell["protocol"],
+                           hidden=None if cell["hidden"] is None else tuple(cell["hidden"]),
+                           train_every=cell["train_every"], train_steps=cell["train_steps"],
+                           batch_size=cell["batch_size"], lr=cell["lr"], device=cell["device"])
+    summary = summarize(steps).set_index("label")
+    label = specs[-1].label
+    row = summary.loc[label]
+    out = {"cumulative_regret": float(row["cumulative_regret"]), "normalised_regret": float(row["normalised_regret"]),
+           "uniform_regret": float(summary.loc["uniform", "cumulative_regret"]), "seconds": float(row["seconds"])}
+    if cell["env"] == "mushroom":  # "never eat": the share of eat decisions over the last 1,000
+        actions = steps.loc[steps["label"] == label, "action"].to_numpy()
+        out["eat_fraction_last_1000"] = float((actions[-1000:] == 1).mean())
+    return out
+
+
+def run_attack(cell: dict) -> dict:
+    import torch
+
+    from attacks.evaluate import attack_subset, load_dataset, train_classifier
+    from attacks.fgsm import fgsm
+
+    from ..registry import make_posterior
+
+    method = cell["method"]
+    data = load_dataset(cell["dataset"])
+    post = make_posterior(method["posterior"], in_dim=data.in_dim, out_dim=data.n_classes,
+                          hidden=tuple(cell["hidden"]), likelihood="categorical", seed=cell["seed"],
+                          device=cell["device"], **method["options"])
+    seconds = train_classifier(post, data, epochs=cell["epochs"], batch_size=cell["batch_size"], lr=cell["lr"])
+    x, y = attack_subset(data, cell["n_attack"], seed=cell["seed"])
+    epsilons = sorted({0.0, *cell["epsilons"]})
+    frame = fgsm(post, torch.as_tensor(x), torch.as_tensor(y), epsilons=epsilons, n_samples=cell["n_samples"],
+                 seed=cell["seed"]).set_index("epsilon")
+    out = {"train_seconds": seconds, "clean_accuracy": float(frame.loc[0.0, "accuracy"]),
+           "clean_entropy": float(frame.loc[0.0, "mean_entropy"])}
+    for eps in epsilons[1:]:
+        row = frame.loc[eps]
+        out[f"accuracy@{eps:g}"] = float(row["accuracy"])
+        out[f"entropy@{eps:g}"] = float(row["mean_entropy"])
+        out[f"auroc_entropy@{eps:g}"] = float(row["auroc_entropy"])
+        out[f"auroc_mi@{eps:g}"] = float(row["auroc_mutual_information"])
+    return out
+
+
+def run_toy(cell: dict) -> dict:
+    from ..toys import run_toy as run
+
+    method = cell["method"]
+    return run(cell["toy"], method["posterior"], dict(method["options"]), seed=cell["seed"], steps=cell["steps"],
+               hidden=tuple(cell["hidden"]), activation=cell["activation"], batch_size=cell["batch_size"],
+               n_train=cell["n_train"], n_test=cell["n_test"])
+
+
+JOBS: dict[str, Job] = {
+    "regress": Job(
+        "regress",
+        defaults={"dataset": "bostonHousing", "split": 0, "hidden": [50], "activation": "relu", "epochs": 500,
+                  "batch_size": 32, "lr": None, "n_samples": 100, "seed": 0, "device": "cpu"},
+        types={"dataset": STR, "split": INT, "hidden": INTS, "activation": STR, "epochs": INT, "batch_size": INT,
+               "lr": OPT_FLOAT, "n_samples": INT, "seed": INT, "device": STR},
+        replicate="split", run=run_regress, check_method=_posterior_method,
+        choices={"dataset": _uci_name, "split": _non_negative, "epochs": _positive, "batch_size": _positive,
+                 "lr": _positive, "n_samples": _positive}),
+    "bandit": Job(
+        "bandit",
+        defaults={"env": "wheel", "delta": 0.95, "steps": 2000, "trial": 0, "seed": 0, "protocol": "default",
+                  "hidden": None, "train_every": None, "train_steps": None, "batch_size": None, "lr": None,
+                  "device": "cpu"},
+        types={"env": STR, "delta": FLOAT, "steps": INT, "trial": INT, "seed": INT, "protocol": STR,
+               "hidden": OPT_INTS, "train_every": OPT_INT, "train_steps": OPT_INT, "batch_size": OPT_INT,
+               "lr": OPT_FLOAT, "device": STR},
+        replicate="trial", run=run_bandit_trial, check_method=_bandit_method,
+        choices={"env": _env_name, "delta": _delta, "protocol": _protocol, "steps": _positive,
+                 "trial": _non_negative, "train_every": _positive, "train_steps": _positive,
+                 "batch_size": _positive, "lr": _positive}),
+    "attack": Job(
+        "attack",
+        defaults={"dataset": "digits", "seed": 0, "hidden": [400, 400], "epochs": 5.0, "batch_size": 128,
+                  "lr": None, "n_attack": None, "n_samples": 20, "epsilons": [0.0, 0.15, 0.3], "device": "cpu"},
+        types={"dataset": STR, "seed": INT, "hidden": INTS, "epochs": FLOAT, "batch_size": INT, "lr": OPT_FLOAT,
+               "n_attack": OPT_INT, "n_samples": INT, "epsilons": FLOATS, "device": STR},
+        replicate="seed", run=run_attack,
+        check_method=lambda entry, where: _posterior_method(entry, where, likelihood="categorical"),
+        choices={"dataset": _one_of(("digits", "mnist")), "epochs": _positive, "batch_size": _positive,
+                 "lr": _positive, "n_attack": _positive, "n_samples": _positive}),
+    "toy": Job(
+        "toy",
+        defaults={"toy": "bimodal", "seed": 0, "steps": 20_000, "hidden": [50, 50], "activation": "leaky_relu",
+                  "batch_size": 32, "n_train": 1000, "n_test": 1000},
+        types={"toy": STR, "seed": INT, "steps": INT, "hidden": INTS, "activation": STR, "batch_size": INT,
+               "n_train": INT, "n_test": INT},
+        replicate="seed", run=run_toy, check_method=_posterior_method,
+        choices={"toy": _one_of(("bimodal", "heteroscedastic")), "steps": _positive, "batch_size": _positive,
+                 "n_train": _positive,
+                 "n_test": _positive}),
+}
