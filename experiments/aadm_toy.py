@@ -31,30 +31,17 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents.toys import TOYS, toy_split
 
 PUBLISHED = {  # Table 1: (test NLL, test RMSE); the printed "log-likelihood" is the NLL
     ("bimodal", 1e-4): (3.05, 5.10), ("bimodal", 1.0): (2.17, 5.18),
     ("heteroscedastic", 1e-4): (2.08, 1.91), ("heteroscedastic", 1.0): (1.91, 1.94),
 }
-PROBLEMS = ("bimodal", "heteroscedastic")
-
-
-def make_data(problem: str, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """``x[n, 1]``, ``y[n, 1]`` drawn from the toy problem."""
-    if problem == "bimodal":
-        x = torch.rand(n, 1, generator=generator) * 4.0 - 2.0
-        first = torch.rand(n, 1, generator=generator) < 0.5
-        mean = torch.where(first, 10.0 * torch.sin(x), 10.0 * torch.cos(x))
-        return x, mean + torch.randn(n, 1, generator=generator)
-    if problem == "heteroscedastic":
-        x = torch.rand(n, 1, generator=generator) * 8.0 - 4.0
-        return x, 7.0 * torch.sin(x) + 3.0 * torch.cos(x / 2).abs() * torch.randn(n, 1, generator=generator)
-    raise ValueError(f"problem must be one of {PROBLEMS}, got {problem!r}")
+PROBLEMS = TOYS
 
 
 def data_for(problem: str, seed: int):
-    g = torch.Generator().manual_seed(1000 * seed + PROBLEMS.index(problem))
-    return make_data(problem, 1000, g), make_data(problem, 1000, g)
+    return toy_split(problem, seed)
 
 
 def run(problem: str, alpha: float, seed: int, args) -> tuple[dict, ua.Posterior]:
