@@ -60,6 +60,7 @@ def test_refit_continues_vi_and_refines_afresh():
     assert first.phase_steps == {"vi": 50, "refine": 20} and first.steps == 70
     vi_mean = post.mean.detach().clone()
     second = post.fit(x, y, steps=10, batch_size=20)
+    assert second.phase_steps == {"vi": 10, "refine": 4 * 2}  # a short refit refines ≤ steps // K per step
     assert second.diagnostics["elbo_aux"].shape == (3, 5)
     assert not torch.equal(post.mean.detach(), vi_mean)  # phase "vi" trained on from its state
     assert bool(post.refined)

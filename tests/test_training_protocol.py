@@ -131,3 +131,12 @@ def test_steps_trained_is_saved(data, tmp_path):
     post.fit(*data, steps=7)
     post.save(tmp_path / "p.pt")
     assert int(ua.load_posterior(tmp_path / "p.pt").steps_trained) == 7
+
+
+def test_a_phase_length_may_follow_the_fit():
+    from uncertain_agents.posteriors.training import Phase, split_steps
+
+    phases = (Phase("main"), Phase("extra", steps=lambda n: n // 10))
+    assert split_steps(phases, 200) == [200, 20]
+    with pytest.raises(ValueError, match="phase steps"):
+        split_steps((Phase("main"), Phase("extra", steps=lambda n: -1)), 10)

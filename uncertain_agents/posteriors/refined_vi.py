@@ -50,7 +50,8 @@ class RefinedVI(MeanFieldVI):
         n_members: M, refined members (default 10).
         variance_ratios: ``σ²_{a_k}/σ_w²`` per refinement step (default 0.7, 0.21, 0.063,
             0.0189; the rest, 0.0081, is the final conditional prior variance).
-        refine_iters: Adam steps per refinement step (default 200).
+        refine_iters: Adam steps per refinement step (default 200, the paper's; at most
+            ``steps // K`` of the fit being refined, see :meth:`refinement_steps`).
         refine_samples: Monte-Carlo weight samples per member and step (default 1).
         refine_lr: base of the refinement learning rates ``lr_k = refine_lr · 0.3^{k/2}``
             (default 1e-3, the paper's).
@@ -80,11 +81,19 @@ class RefinedVI(MeanFieldVI):
         self.member_log_std = nn.Parameter(torch.zeros(self.n_members, D))
         self.register_buffer("member_offset", torch.zeros(self.n_members, D))
         self.register_buffer("refined", torch.tensor(False))
-        self.phases = (Phase("vi"), Phase("refine", steps=self.schedule.steps * self.refine_iters,
-                                          on_refit="restart"))
+        self.phases = (Phase("vi"), Phase("refine", steps=self.refinement_steps, on_refit="restart"))
         self._refine_state: dict = {}
 
     # ------------------------------------------------------------ protocol
+    def refinement_steps(self, fit_steps: int) -> int:
+        """Steps of the refinement phase after a VI phase of ``fit_steps``: ``K`` refinement
+        steps of ``min(refine_iters, max(1, fit_steps // K))`` Adam iterations each — the
+        paper's 200 after a full VI fit, fewer after a short warm-started refit (a bandit's
+        100-step refit refines 25 iterations per step), so refining never costs much more
+        than the fit it refines."""
+        K = self.schedule.steps
+        return K * min(self.refine_iters, max(1, fit_steps // K))
+
     def optimizer_groups(self) -> dict[str, OptimizerGroup]:
         """``"main"``: the VI parameters (and a learned noise); ``"members"``: the refined members."""
         members = (self.member_mean, self.member_log_std)
@@ -99,14 +108,15 @@ class RefinedVI(MeanFieldVI):
     def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
         if ctx.phase.name == "vi":
             return {"loss": ctx.minimize(self.loss(batch, ctx.generator), "main")}
-        k, i = divmod(ctx.phase_step, self.refine_iters)
+        iters = ctx.phase_steps // self.schedule.steps
+        k, i = divmod(ctx.phase_step, iters)
         if i == 0:
             self._begin_refinement_step(k + 1, batch, ctx)
         loss = -self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
                                       self._refine_state["r"], batch.x, batch.y, batch.mask, batch.n_data,
                                       ctx.generator).sum()
         ctx.minimize(loss, "members")
-        if i == self.refine_iters - 1:
+        if i == iters - 1:
             self._end_refinement_step(k + 1, batch, ctx)
         return {"loss": loss.detach() / self.n_members}
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 import numpy as np
 import torch
@@ -140,8 +140,9 @@ class Phase:
         name: the phase's name (``TrainingContext.phase``; keys ``FitResult.phase_steps``).
         share: its fraction of a ``fit``'s steps (the shares of a method's phases without
             ``steps`` sum to 1).
-        steps: a fixed number of steps run in addition to ``fit``'s ``steps`` (``share`` is
-            then ignored), for stages with their own schedule (refined VI's refinement).
+        steps: steps run in addition to ``fit``'s ``steps`` (``share`` is then ignored), for
+            stages with their own schedule (refined VI's refinement): a fixed number, or a
+            function of ``fit``'s ``steps`` returning one.
         on_refit: what a warm-started refit does with the phase's state —
             ``"continue"`` trains on from where the last fit stopped; ``"restart"``
             rebuilds it from the earlier phases' result (the method does so in
@@ -151,12 +152,11 @@ class Phase:
     name: str
     share: float = 1.0
     on_refit: str = "continue"
-    steps: int | None = None
+    steps: int | Callable[[int], int] | None = None
 
     def __post_init__(self) -> None:
-        if self.steps is not None and (isinstance(self.steps, bool) or not isinstance(self.steps, int)
-                                       or self.steps < 0):
-            raise ValueError(f"phase steps must be a non-negative int or None, got {self.steps!r}")
+        if self.steps is not None and not callable(self.steps):
+            _check_phase_steps(self.steps)
         if not (0.0 < self.share <= 1.0):
             raise ValueError(f"phase share must lie in (0, 1], got {self.share!r}")
         if self.on_refit not in REFIT_MODES:
@@ -173,7 +173,14 @@ def split_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
     counts = [min(c, steps - sum(counts[:i])) for i, c in enumerate(counts)]
     counts.append(steps - sum(counts))
     it = iter(counts)
-    return [p.steps if p.steps is not None else next(it) for p in phases]
+    return [next(it) if p.steps is None else _check_phase_steps(p.steps(steps) if callable(p.steps) else p.steps)
+            for p in phases]
+
+
+def _check_phase_steps(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"phase steps must be a non-negative int or None, got {value!r}")
+    return value
 
 
 class TrainingContext:
