@@ -20,6 +20,7 @@ import torch
 from uncertain_agents.datasets.images import ImageDataset
 from uncertain_agents.options import parse_posterior_spec
 from uncertain_agents.registry import load_posterior, make_posterior, resolve_name
+from uncertain_agents.runs import atomic_write_text
 
 from .fgsm import DEFAULT_EPSILONS, clean_accuracy, fgsm
 from .ifgsm import targeted_ifgsm
@@ -148,9 +149,7 @@ def write_outputs(results: dict[str, pd.DataFrame], out_dir, config: dict) -> li
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for name, frame in results.items():
-        path = out_dir / f"{name}.csv"
-        frame.to_csv(path, index=False)
-        written.append(path)
+        written.append(atomic_write_text(out_dir / f"{name}.csv", frame.to_csv(index=False)))
     if "fgsm" in results:
         written.append(plot_attack_curves(results["fgsm"], out_dir / "fgsm.png", x="epsilon",
                                           title=f"FGSM on {config.get('dataset', '')}"))
@@ -160,9 +159,7 @@ def write_outputs(results: dict[str, pd.DataFrame], out_dir, config: dict) -> li
                                           title=f"targeted I-FGSM (target {config.get('target', 0)})"))
     summary = {"config": config,
                "tables": {k: json.loads(v.to_json(orient="records")) for k, v in results.items()}}
-    path = out_dir / "summary.json"
-    path.write_text(json.dumps(summary, indent=2, default=_json_default))
-    written.append(path)
+    written.append(atomic_write_text(out_dir / "summary.json", json.dumps(summary, indent=2, default=_json_default)))
     return written
 
 

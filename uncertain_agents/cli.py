@@ -30,18 +30,47 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code.
+
+    Every library error becomes one line on stderr: bad arguments, data or files exit 2;
+    a diverged training (with a hint to lower ``--lr``) or another runtime error (e.g. from
+    CUDA) exits 1; Ctrl-C exits 130. Finished units stay in the run folder, and running the
+    same command again resumes. ``UNCERTAIN_AGENTS_DEBUG=1`` shows the full traceback instead.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    if os.environ.get("UNCERTAIN_AGENTS_DEBUG"):
+        return int(args.func(args) or 0)
+    from .posteriors.training import TrainingDivergedError
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, TypeError, FileNotFoundError) as err:
-        from rich.console import Console
-
-        Console(stderr=True).print(f"[bold red]error:[/] {err}")
+    except KeyboardInterrupt:
+        _error("interrupted — finished units are kept in the run folder; run the same command again to resume",
+               tag="stopped")
+        return 130
+    except TrainingDivergedError as err:
+        _error(f"{err} — finished units are kept in the run folder")
+        return 1
+    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
+        _error(str(err) if not isinstance(err, KeyError) else f"missing key {err}")
         return 2
+    except OSError as err:
+        _error(f"{err.strerror or err}" + (f": {err.filename}" if getattr(err, "filename", None) else ""))
+        return 2
+    except RuntimeError as err:
+        _error(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+        return 1
+
+
+def _error(message: str, tag: str = "error") -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]{tag}:[/] {escape(message)}", soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
-"""Run folders: atomic writes and the manifest that records how a result was made."""
+"""Run folders: atomic writes, the manifest that records how a result was made, and
+:class:`RunFolder` — a CLI run's configuration and its finished units, so an interrupted
+run resumes and a different run is never overwritten silently."""
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -33,6 +37,14 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def available_cores() -> int:
+    """CPU cores this process may use (its affinity where the OS tells, else the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
 def git_commit() -> str | None:
     """The commit of the repository this package runs from, or None (no git, not a checkout)."""
     root = Path(__file__).resolve().parents[1]
@@ -56,3 +68,98 @@ def run_manifest(argv=None) -> dict:
             "argv": list(sys.argv if argv is None else argv), "torch_version": torch.__version__,
             "python_version": platform.python_version(), "platform": platform.platform(),
             "cuda": torch.cuda.is_available(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+class RunFolder:
+    """The folder of one CLI run: its configuration and the units (trials, splits, ...) it
+    has finished, each written atomically as it finishes.
+
+    Opening a folder that holds the same configuration resumes it (finished units are kept);
+    a different configuration, or files that are not a run, are refused unless ``force``
+    (which clears the earlier units).
+
+    Args:
+        path: the run folder.
+        config: the job's full configuration (JSON-serialisable).
+        force: replace whatever run the folder holds.
+    """
+
+    CONFIG = "config.json"
+    UNITS = "units"
+
+    def __init__(self, path, config: dict, *, force: bool = False) -> None:
+        self.path = Path(path)
+        self.config = json.loads(json.dumps(config, default=str))
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"cannot create the run folder {self.path}: {err.strerror or err}") from None
+        if not os.access(self.path, os.W_OK):
+            raise ValueError(f"the run folder {self.path} is not writable")
+        self.resumed = self._check_previous(force)
+        atomic_write_text(self.path / self.CONFIG,
+                          json.dumps({"config": self.config, "manifest": run_manifest()}, indent=2, default=str))
+        (self.path / self.UNITS).mkdir(exist_ok=True)
+
+    def _check_previous(self, force: bool) -> bool:
+        config_file = self.path / self.CONFIG
+        previous = None
+        if config_file.exists():
+            try:
+                previous = json.loads(config_file.read_text()).get("config")
+            except (OSError, ValueError, AttributeError):
+                previous = None
+        elif not any(self.path.iterdir()):
+            return False
+        if previous == self.config:
+            return True
+        if not force:
+            what = "a different run" if previous is not None else "files that are not a run of this command"
+            raise ValueError(f"{self.path} holds {what}; pass --force to replace it, or choose another --out")
+        shutil.rmtree(self.path / self.UNITS, ignore_errors=True)
+        return False
+
+    def _unit(self, name: str, suffix: str) -> Path:
+        if not name or "/" in name or name.startswith("."):
+            raise ValueError(f"bad unit name {name!r}")
+        return self.path / self.UNITS / f"{name}{suffix}"
+
+    def save_frame(self, name: str, frame) -> Path:
+        """Write one finished unit (a DataFrame) atomically."""
+        return atomic_write_text(self._unit(name, ".csv"), frame.to_csv(index=False))
+
+    def load_frame(self, name: str):
+        """The unit's DataFrame, or None when it is not finished (missing or unreadable)."""
+        import pandas as pd
+
+        try:
+            return pd.read_csv(self._unit(name, ".csv"))
+        except (OSError, ValueError):
+            return None
+
+    def save_record(self, name: str, record: dict) -> Path:
+        return atomic_write_text(self._unit(name, ".json"), json.dumps(record, indent=1, default=float))
+
+    def load_record(self, name: str) -> dict | None:
+        try:
+            record = json.loads(self._unit(name, ".json").read_text())
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def finished(self) -> list[str]:
+        """Names of the finished units."""
+        folder = self.path / self.UNITS
+        return sorted(p.stem for p in folder.iterdir() if p.suffix in (".csv", ".json")) if folder.exists() else []
+
+    def write_text(self, name: str, text: str) -> Path:
+        """An output file of the run (summary, table), written atomically."""
+        return atomic_write_text(self.path / name, text)
+
+    def write_figure(self, name: str, figure, **kwargs) -> Path:
+        """A matplotlib figure saved atomically as ``name``."""
+        import io
+
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=Path(name).suffix.lstrip(".") or "png", **kwargs)
+        return atomic_write_bytes(self.path / name, buffer.getvalue())

@@ -7,6 +7,7 @@ against Uniform on the same rounds: ``100 × cumulative regret / Uniform's``.
 """
 from __future__ import annotations
 
+import io
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -14,6 +15,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
+from ..runs import atomic_write_bytes
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
 from .run import run_bandit
 
@@ -80,13 +82,17 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
                    hidden=None, train_every: int | None = None, train_steps=None, batch_size: int | None = None,
                    lr: float | None = None, device="cpu",
                    progress: Callable[[str, int], None] | None = None,
-                   on_run: Callable[[pd.DataFrame], None] | None = None) -> pd.DataFrame:
+                   on_run: Callable[[pd.DataFrame], None] | None = None,
+                   completed: Callable[[str, int], pd.DataFrame | None] | None = None) -> pd.DataFrame:
     """Run every spec for ``trials`` trials; returns all steps with ``label, agent, posterior, trial, seed, seconds``.
 
     Agents are built by :func:`make_agent` under ``protocol``; settings left as ``None``
     come from the protocol.
 
     ``progress(label, k)`` is called as steps complete; ``on_run(frame)`` after every run.
+    ``completed(label, trial)`` may return the frame of a run finished earlier (a resumed
+    run), which is then used instead of running it again: every run is seeded by its trial
+    alone, so the result is the same.
     """
     mushroom_data = None
     if resolve_env(env_name) == "mushroom":
@@ -97,6 +103,12 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     for trial in range(trials):
         trial_seed = seed + trial
         for spec in specs:
+            done = None if completed is None else completed(spec.label, trial)
+            if done is not None:
+                frames.append(done)
+                if progress is not None:
+                    progress(spec.label, steps)
+                continue
             env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
             agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
                                context_dim=env.observation_space.shape[0], posterior=spec.posterior,
@@ -167,5 +179,7 @@ def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
     ax.set_title(title)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())

@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 REPORT_EPSILONS = (0.0, 0.1, 0.2, 0.3)
@@ -44,6 +43,9 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: the cores this process may use; never more)")
+    p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
 
@@ -75,36 +77,68 @@ def _clean_table(frame, title: str):
 
 
 def run(args) -> int:
+    import pandas as pd
+    import torch
     from rich.console import Console
 
     from attacks.evaluate import (attack_subset, evaluate, load_dataset, load_or_train, parse_posterior,
                                   write_outputs)
     from attacks.fgsm import DEFAULT_EPSILONS
 
-    console = Console()
+    from ..runs import RunFolder
+    from .common import check_device, check_posterior_options, check_threads, unit_name
+
+    # every argument is checked before any work starts
     choices = [parse_posterior(text) for text in args.posterior]
     labels = [c.label for c in choices]
     if len(set(labels)) != len(labels):
         raise ValueError(f"--posterior names must be distinct, got {labels}")
-    if args.n_attack <= 0:
-        raise ValueError(f"--n-attack must be a positive integer, got {args.n_attack}")
-    out = Path(args.out)
-    data = load_dataset(args.dataset, args.data_dir)
-    console.print(f"{data}")
-    posteriors, times = load_or_train(
-        choices, data, load_dir=args.load, save_dir=None if args.load else out / "models",
-        hidden=args.hidden, activation=args.activation, epochs=args.epochs, batch_size=args.batch_size,
-        lr=args.lr, seed=args.seed, device=args.device, progress=not args.no_progress, log=console.print)
-    x_att, y_att = attack_subset(data, args.n_attack, seed=args.seed)
+    for flag in ("n_attack", "batch_size", "n_samples", "steps"):
+        if getattr(args, flag) <= 0:
+            raise ValueError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}")
+    if not args.epochs > 0:
+        raise ValueError(f"--epochs must be positive, got {args.epochs}")
+    if args.lr is not None and not args.lr > 0:
+        raise ValueError(f"--lr must be positive, got {args.lr}")
+    check_device(args.device)
+    threads, note = check_threads(args.threads)
+    for choice in choices:
+        check_posterior_options([choice.name], dict(choice.options), likelihood="categorical")
     epsilons = DEFAULT_EPSILONS if args.epsilons is None else args.epsilons
-    results = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
-                       epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
-                       n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
-                       log=console.print)
-    results["clean"] = results["clean"].merge(times, on="posterior")
-    config = {k: v for k, v in vars(args).items() if k != "func"}
+    data = load_dataset(args.dataset, args.data_dir)
+    config = {k: v for k, v in vars(args).items() if k not in ("func", "force", "threads", "no_progress")}
     config["epsilons"] = list(epsilons)
-    config["created"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    out = Path(args.out)
+    folder = RunFolder(out, config, force=args.force)
+    console = Console()
+    if note:
+        console.print(note)
+    torch.set_num_threads(threads)
+    console.print(f"{data}")
+    x_att, y_att = attack_subset(data, args.n_attack, seed=args.seed)
+    tables = ("clean", *args.attack)
+    parts: dict[str, list] = {t: [] for t in tables}
+    for choice in choices:  # one unit per posterior: its clean row and its attack tables
+        names = {t: unit_name(choice.label, t) for t in tables}
+        found = {t: folder.load_frame(n) for t, n in names.items()}
+        if any(f is None for f in found.values()):
+            posteriors, times = load_or_train(
+                [choice], data, load_dir=args.load, save_dir=None if args.load else out / "models",
+                hidden=args.hidden, activation=args.activation, epochs=args.epochs, batch_size=args.batch_size,
+                lr=args.lr, seed=args.seed, device=args.device, progress=not args.no_progress, log=console.print)
+            result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
+                              epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
+                              n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
+                              log=console.print)
+            result["clean"] = result["clean"].merge(times, on="posterior")
+            for t in tables:
+                folder.save_frame(names[t], result[t])
+            found = result
+        else:
+            console.print(f"{choice.label}: finished in an earlier run (units/)")
+        for t in tables:
+            parts[t].append(found[t])
+    results = {t: pd.concat(parts[t], ignore_index=True) for t in tables}
     write_outputs(results, out, config)
 
     console.print(_clean_table(results["clean"], f"clean test accuracy ({data.name}, {len(data.y_test)} images)"))

@@ -2,7 +2,9 @@
 
 Writes ``steps.csv`` (every step of every run), ``summary.csv`` / ``summary.json``
 (cumulative and normalised regret, mean ± standard error over trials) and
-``regret.png`` to ``--out``, and prints the summary as a table.
+``regret.png`` to ``--out``, and prints the summary as a table. Every finished run (one
+agent, one trial) is written to ``--out/units/`` as it finishes; running the same command
+again resumes from them, and a different run is refused unless ``--force``.
 """
 from __future__ import annotations
 
@@ -56,7 +58,9 @@ def register(sub) -> None:
     p.add_argument("--no-download", dest="download", action="store_false",
                    help="never download a missing data file (fail with a clear error instead)")
     p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1: bandit refits are tiny, extra threads only contend)")
+                   help="torch CPU threads (default 1: bandit refits are tiny, extra threads only contend; "
+                        "at most the cores this process may use)")
+    p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
 
@@ -68,18 +72,47 @@ def run(args) -> int:
     from rich.table import Table
 
     from ..agents.experiment import agent_specs, plot_regret, resolve_env, run_experiment, summarize
+    from ..runs import RunFolder
+    from .common import check_device, check_posterior_options, check_threads, unit_name
 
+    # every argument is checked before any work starts
     env_name = resolve_env(args.env)
-    if args.threads <= 0:
-        raise ValueError(f"--threads must be a positive integer, got {args.threads}")
-    torch.set_num_threads(args.threads)
+    threads, note = check_threads(args.threads)
     for name in ("steps", "trials"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    for name in ("train_every", "train_steps", "batch_size"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.lr is not None and not args.lr > 0:
+        raise ValueError(f"--lr must be positive, got {args.lr}")
+    if env_name == "wheel" and not 0.0 < args.delta < 1.0:
+        raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
+    check_device(args.device)
     specs = agent_specs(args.agent, args.posterior, dict(args.option))
+    proto = get_protocol(args.protocol)
+    check_posterior_options([s.posterior for s in specs if s.posterior], dict(args.option), extra=proto.options_for)
+    if env_name == "mushroom":
+        from ..datasets.mushroom import load_mushroom
+
+        load_mushroom(args.data_dir, download=args.download)  # a missing file fails now, not after a run
+
+    config = {"env": env_name, "delta": args.delta if env_name == "wheel" else None, "steps": args.steps,
+              "trials": args.trials, "seed": args.seed, "protocol": proto.name,
+              "hidden": list(args.hidden or proto.hidden), "train_every": args.train_every,
+              "train_steps": args.train_steps, "batch_size": args.batch_size, "lr": args.lr, "device": args.device,
+              "agents": [s.label for s in specs], "options": dict(args.option)}
     out = args.out or Path("runs") / f"bandit-{env_name}"
-    out.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(out, config, force=args.force)
     console = Console()
+    if note:
+        console.print(note)
+    torch.set_num_threads(threads)
+    units = {(s.label, t): unit_name(s.label, f"trial{t}") for s in specs for t in range(args.trials)}
+    finished = sum(name in set(folder.finished()) for name in units.values())
+    if folder.resumed:
+        console.print(f"resuming {out}: {finished} of {len(units)} runs already finished")
     total = len(specs) * args.trials * args.steps
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console) as bar:
@@ -92,19 +125,17 @@ def run(args) -> int:
                                delta=args.delta, data_dir=args.data_dir, download=args.download,
                                protocol=args.protocol, hidden=args.hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
-                               batch_size=args.batch_size, lr=args.lr, device=args.device, progress=tick)
+                               batch_size=args.batch_size, lr=args.lr, device=args.device, progress=tick,
+                               on_run=lambda f: folder.save_frame(units[f["label"].iloc[0], int(f["trial"].iloc[0])], f),
+                               completed=lambda label, trial: folder.load_frame(units[label, trial]))
     summary = summarize(steps)
-    steps.to_csv(out / "steps.csv", index=False)
-    summary.to_csv(out / "summary.csv", index=False)
-    proto = get_protocol(args.protocol)
-    meta = {"env": env_name, "delta": args.delta if env_name == "wheel" else None, "steps": args.steps,
-            "trials": args.trials, "seed": args.seed, "protocol": proto.name,
-            "hidden": list(args.hidden or proto.hidden),
-            "options": dict(args.option), "summary": summary.to_dict(orient="records")}
-    (out / "summary.json").write_text(json.dumps(meta, indent=2, default=float))
+    folder.write_text("steps.csv", steps.to_csv(index=False))
+    folder.write_text("summary.csv", summary.to_csv(index=False))
+    meta = {**config, "summary": summary.to_dict(orient="records")}
+    folder.write_text("summary.json", json.dumps(meta, indent=2, default=float))
     title = f"{env_name}" + (f" δ={args.delta}" if env_name == "wheel" else "") + \
         f", {args.steps} steps, {args.trials} trial(s)"
-    plot_regret(steps, out / "regret.png", title=title)
+    plot_regret(steps, Path(out) / "regret.png", title=title)
 
     table = Table(title=title + " — normalised regret: Uniform = 100")
     for col in ("agent", "cumulative regret", "normalised regret", "s / run"):
@@ -113,7 +144,7 @@ def run(args) -> int:
         table.add_row(escape(row.label), _pm(row.cumulative_regret, row.cumulative_regret_se),
                       _pm(row.normalised_regret, row.normalised_regret_se), f"{row.seconds:.1f}")
     console.print(table)
-    console.print(f"results in {out}/ (steps.csv, summary.csv, summary.json, regret.png)")
+    console.print(f"results in {out}/ (steps.csv, summary.csv, summary.json, regret.png; units/ per run)")
     return 0
 
 

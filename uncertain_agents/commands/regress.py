@@ -1,7 +1,12 @@
-"""``uncertain-agents regress DATASET --posterior NAME``: UCI regression on the standard splits."""
+"""``uncertain-agents regress DATASET --posterior NAME``: UCI regression on the standard splits.
+
+Every finished split is written to ``--out/units/`` as it finishes; the same command
+resumes from them, and a different run in ``--out`` is refused unless ``--force``.
+"""
 from __future__ import annotations
 
-import time
+import json
+from dataclasses import asdict
 from pathlib import Path
 
 from ..options import parse_key_value
@@ -27,39 +32,75 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default=None, help="data folder (default: $UNCERTAIN_AGENTS_DATA)")
-    p.add_argument("--out", default=None, help="run folder (default: runs/regress-<dataset>-<posterior>-<time>)")
+    p.add_argument("--out", default=None, help="run folder (default: runs/regress-<dataset>-<posterior>)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: the cores this process may use; never more)")
+    p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    import pandas as pd
+    import torch
     from rich.console import Console
     from rich.table import Table
 
     from ..datasets.uci import UCIDataset
-    from ..regression import UCIConfig, run_uci, summarize, write_run
     from ..registry import resolve_name
+    from ..regression import UCIConfig, run_uci, summarize
+    from ..runs import RunFolder
+    from .common import check_device, check_posterior_options, check_threads, unit_name
 
+    # every argument is checked before any work starts
     options = dict(parse_key_value(o) for o in args.option)
     if args.alpha is not None:
         options["alpha"] = args.alpha
     if args.train_samples is not None:
         options["train_samples"] = args.train_samples
     name = resolve_name(args.posterior)
-    n_splits = UCIDataset(args.dataset, args.data_dir).n_splits
-    splits = None if args.splits is None else list(range(min(args.splits, n_splits)))
-    config = UCIConfig(dataset=args.dataset, posterior=name, hidden=tuple(args.hidden),
+    for flag in ("epochs", "batch_size", "n_samples", "splits"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise ValueError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
+    if args.lr is not None and not args.lr > 0:
+        raise ValueError(f"--lr must be positive, got {args.lr}")
+    if any(h <= 0 for h in args.hidden):
+        raise ValueError(f"--hidden widths must be positive integers, got {args.hidden}")
+    check_device(args.device)
+    threads, note = check_threads(args.threads)
+    check_posterior_options([name], options)
+    data = UCIDataset(args.dataset, args.data_dir)
+    n_splits = data.n_splits
+    splits = list(range(n_splits if args.splits is None else min(args.splits, n_splits)))
+    for k in splits:  # a missing or malformed split file fails now, not after hours
+        data.split(k)
+    config = UCIConfig(dataset=data.name, posterior=name, hidden=tuple(args.hidden),
                        activation=args.activation, epochs=args.epochs, batch_size=args.batch_size,
                        lr=args.lr, n_samples=args.n_samples, splits=splits, seed=args.seed,
                        device=args.device, options=options)
-    frame = run_uci(config, data_dir=args.data_dir, progress=True)
-    out = args.out or f"runs/regress-{args.dataset}-{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    write_run(frame, config, out)
+    out = Path(args.out or f"runs/regress-{data.name}-{name}")
+    folder = RunFolder(out, asdict(config), force=args.force)
+    console = Console()
+    if note:
+        console.print(note)
+    torch.set_num_threads(threads)
+    done = {k: folder.load_record(unit_name(f"split{k}")) for k in splits}
+    todo = [k for k in splits if done[k] is None]
+    if folder.resumed:
+        console.print(f"resuming {out}: {len(splits) - len(todo)} of {len(splits)} splits already finished")
+    if todo:
+        run_uci(UCIConfig(**{**asdict(config), "splits": todo}), data_dir=args.data_dir, progress=True,
+                on_split=lambda row: folder.save_record(unit_name(f"split{row['split']}"), row))
+    rows = [folder.load_record(unit_name(f"split{k}")) for k in splits]
+    frame = pd.DataFrame(rows)
     s = summarize(frame)
-    table = Table(title=f"{args.dataset} · {name} · {s['n_splits']} split(s)")
+    folder.write_text("splits.csv", frame.to_csv(index=False))
+    folder.write_text("summary.json", json.dumps({"config": asdict(config), **s}, indent=2, default=str))
+    table = Table(title=f"{data.name} · {name} · {s['n_splits']} split(s)")
     for col in ("metric", "mean", "± s.e."):
         table.add_column(col)
     table.add_row("test NLL", f"{s['test_nll_mean']:.3f}", f"{s['test_nll_se']:.3f}")
     table.add_row("test RMSE", f"{s['test_rmse_mean']:.3f}", f"{s['test_rmse_se']:.3f}")
-    Console().print(table)
-    Console().print(f"results in {Path(out).resolve()}")
+    console.print(table)
+    console.print(f"results in {out.resolve()} (splits.csv, summary.json; units/ per split)")
     return 0

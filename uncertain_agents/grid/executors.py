@@ -5,20 +5,13 @@ as it arrives, so the folder stays the single source of truth whatever the execu
 """
 from __future__ import annotations
 
-import os
 import time
 import traceback
 from typing import Callable
 
+from ..runs import available_cores
+
 EXECUTORS = ("local", "ray")
-
-
-def available_cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def execute_cell(cell: dict, threads: int) -> dict:

@@ -1,0 +1,57 @@
+"""Checks shared by the sub-commands, run before any work starts."""
+from __future__ import annotations
+
+import re
+
+from ..runs import available_cores
+
+
+def check_threads(value: int | None, *, default: int | None = None) -> tuple[int, str | None]:
+    """``--threads``: a positive integer, at most the cores this process may use (larger values
+    are lowered to that, with a note). ``None`` gives ``default`` or every available core."""
+    cores = available_cores()
+    if value is None:
+        return min(default or cores, cores), None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"--threads must be a positive integer, got {value!r}")
+    if value > cores:
+        return cores, f"--threads {value} lowered to {cores}, the cores this process may use"
+    return value, None
+
+
+def check_device(text: str) -> str:
+    """``--device``: a torch device that exists on this machine."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device must be a torch device such as cpu, cuda or cuda:0, got {text!r}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {text}: CUDA is not available on this machine (use --device cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"--device must be cpu or cuda[:N], got {text!r}")
+    return text
+
+
+def check_posterior_options(names, options: dict, *, likelihood: str = "gaussian", extra=None) -> None:
+    """Build each posterior once on a tiny network so an unknown or bad ``--option`` fails now.
+
+    ``extra(name)`` may add options (a protocol's) that the real run will pass too.
+    """
+    from ..registry import make_posterior
+
+    for name in dict.fromkeys(names):
+        merged = {**(extra(name) if extra else {}), **options}
+        try:
+            make_posterior(name, in_dim=2, out_dim=2, hidden=(2,), likelihood=likelihood, **merged)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"--option for {name}: {err}") from None
+
+
+def unit_name(*parts) -> str:
+    """A file-name-safe name for one unit of a run (e.g. an agent's trial)."""
+    return "__".join(re.sub(r"[^\w.\-\[\]]+", "-", str(p)) for p in parts)
