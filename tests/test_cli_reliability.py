@@ -1,0 +1,160 @@
+"""CLI runs survive interruption and bad input: units on disk, resume, refusal, exit codes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from uncertain_agents.cli import main
+from uncertain_agents.runs import RunFolder
+
+BANDIT = ["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--steps", "300", "--trials", "3",
+          "--train-every", "25", "--train-steps", "20", "--delta", "0.7"]
+
+
+def cli(args, **kw):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("UNCERTAIN_AGENTS_DEBUG", None)
+    return subprocess.Popen([sys.executable, "-m", "uncertain_agents.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def without_seconds(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.drop(columns=[c for c in frame.columns if "seconds" in c])
+
+
+# ------------------------------------------------------------------ RunFolder
+def test_run_folder_resumes_refuses_and_forces(tmp_path):
+    folder = RunFolder(tmp_path / "run", {"a": 1})
+    assert not folder.resumed
+    folder.save_frame("u1", pd.DataFrame({"x": [1.5, 2.0]}))
+    again = RunFolder(tmp_path / "run", {"a": 1})
+    assert again.resumed and again.finished() == ["u1"]
+    assert again.load_frame("u1")["x"].tolist() == [1.5, 2.0]
+    assert again.load_frame("u2") is None
+    with pytest.raises(ValueError, match="different run.*--force"):
+        RunFolder(tmp_path / "run", {"a": 2})
+    forced = RunFolder(tmp_path / "run", {"a": 2}, force=True)
+    assert not forced.resumed and forced.finished() == []
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match="not a run"):
+        RunFolder(tmp_path / "other", {"a": 1})
+    assert not list((tmp_path / "run").rglob("*.tmp"))  # atomic writes leave no temporary files
+    manifest = json.loads((tmp_path / "run" / "config.json").read_text())["manifest"]
+    assert {"package_version", "torch_version", "argv", "git_commit"} <= set(manifest)
+
+
+def test_unwritable_out_is_an_error_before_work(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main([*BANDIT, "--out", str(blocker / "run")]) == 2
+
+
+# ----------------------------------------------------------- interrupt, resume
+def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
+    out, clean = tmp_path / "interrupted", tmp_path / "clean"
+    proc = cli([*BANDIT, "--out", str(out)])
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((out / "units").glob("thompson*trial0.csv")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "resume" in err
+    units = sorted(p.name for p in (out / "units").glob("*.csv"))
+    assert "thompson-mfvi-__trial0.csv" in units or any(u.startswith("thompson") for u in units)
+    assert len(units) < 6 and not (out / "summary.csv").exists()
+    resumed = cli([*BANDIT, "--out", str(out)])
+    stdout, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    assert "already finished" in " ".join(stdout.split())
+    full = cli([*BANDIT, "--out", str(clean)])
+    assert full.wait(timeout=300) == 0
+    a, b = pd.read_csv(out / "summary.csv"), pd.read_csv(clean / "summary.csv")
+    pd.testing.assert_frame_equal(without_seconds(a), without_seconds(b))
+    pd.testing.assert_frame_equal(without_seconds(pd.read_csv(out / "steps.csv")),
+                                  without_seconds(pd.read_csv(clean / "steps.csv")))
+
+
+def test_a_different_run_into_the_same_out_is_refused_unless_forced(tmp_path, capsys):
+    out = tmp_path / "run"
+    small = ["bandit", "wheel", "--agent", "linear", "--steps", "30", "--trials", "1", "--out", str(out)]
+    assert main(small) == 0
+    assert main([*small, "--delta", "0.5"]) == 2
+    assert "different run" in capsys.readouterr().err
+    assert main([*small, "--delta", "0.5", "--force"]) == 0
+    assert json.loads((out / "summary.json").read_text())["delta"] == 0.5
+
+
+# ------------------------------------------------------------------ bad input
+@pytest.mark.parametrize("extra, message", [
+    (["--delta", "1.5"], "--delta must lie in (0, 1)"),
+    (["--delta", "0"], "--delta must lie in (0, 1)"),
+    (["--option", "no_such_option=1"], "--option for mfvi"),
+    (["--option", "prior_std=-1"], "--option for mfvi"),
+    (["--device", "banana"], "--device"),
+    (["--threads", "0"], "--threads"),
+    (["--train-every", "0"], "--train-every"),
+    (["--lr", "-1"], "--lr"),
+])
+def test_bad_arguments_fail_before_any_unit(tmp_path, capsys, extra, message):
+    out = tmp_path / "run"
+    assert main([*BANDIT, "--out", str(out), *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) <= 2
+    assert not (out / "units").exists()
+
+
+def test_cuda_without_cuda_is_refused_up_front(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    args = ["bandit", "wheel", "--agent", "neural-linear", "--steps", "20", "--trials", "1", "--device", "cuda",
+            "--out", str(tmp_path / "run")]
+    assert main(args) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_divergence_is_one_line_and_keeps_earlier_units(tmp_path):
+    out = tmp_path / "run"
+    proc = cli(["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--steps", "200", "--trials", "1",
+                "--train-every", "20", "--train-steps", "50", "--lr", "1e8", "--out", str(out)])
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "Traceback" not in err and "lr" in err
+    assert (out / "units" / "uniform__trial0.csv").exists()  # Uniform finished before the diverging agent
+
+
+def test_threads_above_the_cores_are_lowered(capsys):
+    from uncertain_agents.commands.common import check_threads
+    from uncertain_agents.runs import available_cores
+
+    assert check_threads(10_000)[0] == available_cores()
+    assert check_threads(None)[0] == available_cores()
+    assert check_threads(None, default=1) == (1, None)
+    with pytest.raises(ValueError, match="--threads"):
+        check_threads(-2)
+
+
+@pytest.mark.data
+def test_regress_resumes_split_by_split(tmp_path, capsys):
+    if not os.environ.get("UNCERTAIN_AGENTS_DATA"):
+        pytest.skip("needs UNCERTAIN_AGENTS_DATA")
+    out = tmp_path / "reg"
+    args = ["regress", "boston", "--posterior", "map", "--splits", "2", "--epochs", "2", "--n-samples", "5",
+            "--threads", "1", "--out", str(out)]
+    assert main(args[:-4] + ["--splits", "1", "--threads", "1", "--out", str(out)]) == 0
+    assert main(args) == 2  # a different configuration (2 splits) into the same folder
+    assert main(args + ["--force"]) == 0
+    first = pd.read_csv(out / "splits.csv")
+    (out / "units" / "split1.json").unlink()  # as if interrupted during split 1
+    assert main(args) == 0
+    assert "1 of 2 splits already finished" in " ".join(capsys.readouterr().out.split())
+    pd.testing.assert_frame_equal(without_seconds(pd.read_csv(out / "splits.csv")), without_seconds(first))
