@@ -39,7 +39,21 @@ REFIT_MODES = ("continue", "restart")
 
 
 class TrainingDivergedError(RuntimeError):
-    """Raised when the training loss or the parameters become NaN or infinite."""
+    """Raised when training diverges: the loss or the parameters become NaN or infinite, or
+    the loss blows up while staying finite (see :data:`BLOW_UP_FACTOR`). The posterior is
+    first restored to its last finite state, so it stays usable."""
+
+
+#: A finite blow-up: the per-data-point training loss exceeds ``BLOW_UP_FACTOR`` ×
+#: max(1, |loss at the fit's first step|). Healthy fits only decrease their loss from the
+#: first step (a large network on a few rows starts high, from its KL, and goes down); a
+#: learning rate far too large sends it up by orders of magnitude while it is still finite.
+BLOW_UP_FACTOR = 1e4
+
+#: A blow-up of the function itself (regression): at a check, 4 sampled functions on up to
+#: 64 training rows exceed ``OUTPUT_BOUND_FACTOR`` × max(1 + max |y|, their peak before the
+#: fit's first step), in training units.
+OUTPUT_BOUND_FACTOR = 100.0
 
 
 @dataclass
@@ -339,6 +353,11 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     bar = ProgressBar.create(progress, total, f"fit {post.name}")
     step = 0
     phase_seconds: dict[str, float] = {}
+    # the last state known to be sound, restored if training diverges: the state at the start,
+    # then each check's state once the next check's loss (computed from it) has passed
+    snapshot, candidate = _snapshot(post), None
+    first_loss: float | None = None
+    output_bound = _output_bound(post, xs, ys)
     try:
         for phase, count in zip(phases, counts):
             if count == 0:
@@ -359,13 +378,22 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                         traces[key] = torch.full((total,), float("nan"), device=post.device)
                     traces[key][step] = value.detach()
                 if step % 25 == 0 or step == total - 1:
-                    _check_finite_loss(post, traces[MAIN_LOSS][step], step, lr)
+                    value = float(traces[MAIN_LOSS][step])
+                    first_loss = value if first_loss is None else first_loss
+                    _check_loss(post, value, first_loss, step, lr)
+                    _check_outputs(post, xs, ys, output_bound, step, lr)
+                    if candidate is not None:
+                        snapshot, candidate = candidate, snapshot
+                    candidate = _snapshot(post, reuse=candidate)
                     if bar is not None:
                         bar.update(step + 1, float(traces[MAIN_LOSS][step]))
                 step += 1
             if post.device.type == "cuda":
                 torch.cuda.synchronize(post.device)
             phase_seconds[phase.name] = time.perf_counter() - phase_t0
+    except TrainingDivergedError:
+        _restore(post, snapshot, optimizers)
+        raise
     finally:
         post.steps_trained.fill_(steps_before + step)
         if bar is not None:
@@ -373,14 +401,67 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     post.eval()
     for pname, p in post.named_parameters():
         if not bool(torch.isfinite(p).all()):
-            raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit")
+            _restore(post, snapshot, optimizers)
+            raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit; the "
+                                        f"posterior was restored to its last finite state; try a smaller lr "
+                                        f"(now {lr})")
     out = {k: v.cpu().numpy() for k, v in traces.items()}
     return FitResult(out[MAIN_LOSS], total, time.perf_counter() - t0, out,
                      {p.name: c for p, c in zip(phases, counts)}, ctx.diagnostics, phase_seconds)
 
 
-def _check_finite_loss(post: "Posterior", value: Tensor, step: int, lr: float) -> None:
-    v = float(value)
-    if not math.isfinite(v):
-        raise TrainingDivergedError(f"{post.name}: the training loss became {v} at step {step}; "
-                                    f"try a smaller lr (now {lr}) or standardised data")
+def _check_loss(post: "Posterior", value: float, first: float, step: int, lr: float) -> None:
+    """Raise :class:`TrainingDivergedError` for a non-finite loss or a finite blow-up."""
+    hint = (f"the posterior was restored to its last finite state; try a smaller lr (now {lr}) "
+            f"or standardised data")
+    if not math.isfinite(value):
+        raise TrainingDivergedError(f"{post.name}: the training loss became {value} at step {step}; {hint}")
+    if abs(value) > BLOW_UP_FACTOR * max(1.0, abs(first)):
+        raise TrainingDivergedError(f"{post.name}: the training loss blew up to {value:.3g} at step {step} "
+                                    f"(from {first:.3g} at the start of the fit); {hint}")
+
+
+@torch.no_grad()
+def _output_peak(post: "Posterior", xs: Tensor, seed: int) -> float:
+    """Largest |f| of 4 sampled functions on up to 64 training rows (a private generator keeps
+    the training's random stream untouched)."""
+    params, _ = post._sample(4, torch.Generator(device=post.device).manual_seed(seed))
+    return float(post.spec.forward(params, xs[:64]).abs().max())
+
+
+def _output_bound(post: "Posterior", xs: Tensor, ys: Tensor) -> float | None:
+    if post.kind != "gaussian":
+        return None
+    return OUTPUT_BOUND_FACTOR * max(1.0 + float(ys.abs().max()), _output_peak(post, xs, -1))
+
+
+def _check_outputs(post: "Posterior", xs: Tensor, ys: Tensor, bound: float | None, step: int, lr: float) -> None:
+    """Raise :class:`TrainingDivergedError` when sampled regression functions leave the scale
+    of the targets (and of the functions before the fit) by far (:data:`OUTPUT_BOUND_FACTOR`)."""
+    if bound is None:
+        return
+    peak = _output_peak(post, xs, step)
+    if not peak <= bound:
+        raise TrainingDivergedError(
+            f"{post.name}: the network's outputs blew up to {peak:.3g} at step {step} (targets reach "
+            f"{float(ys.abs().max()):.3g}); the posterior was restored to its last sound state; try a smaller "
+            f"lr (now {lr})")
+
+
+def _snapshot(post: "Posterior", reuse: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """A copy of the posterior's state (written into ``reuse`` when its tensors fit)."""
+    state = post.state_dict()
+    if reuse is not None and reuse.keys() == state.keys() and all(
+            reuse[k].shape == v.shape and reuse[k].dtype == v.dtype for k, v in state.items()):
+        for k, v in state.items():
+            reuse[k].copy_(v)
+        return reuse
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def _restore(post: "Posterior", snapshot: dict[str, Tensor], optimizers: dict) -> None:
+    """Put the last finite state back and clear the optimisers' moments (they may hold NaN)."""
+    with torch.no_grad():
+        post.load_state_dict(snapshot, strict=False)
+    for opt in optimizers.values():
+        opt.state.clear()
