@@ -117,22 +117,68 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activa
 
 
 def load_posterior(path, map_location=None):
-    """Restore a posterior written by ``Posterior.save`` (tensors loaded with ``weights_only=True``).
+    """Restore a posterior written by ``Posterior.save``.
+
+    Tensors are loaded with ``weights_only=True`` (no code in the file ever runs). Every
+    malformed file — empty, truncated, corrupted (a SHA-256 checksum covers the whole file,
+    see :mod:`uncertain_agents.posteriors.storage`), not a torch file, a pickle, missing or mistyped entries, an unknown
+    method, a method name that does not match the tensors, non-finite tensors — raises one
+    ``ValueError`` naming the file and what is wrong.
 
     Args:
         path: the file.
         map_location: device to load onto (default: CPU).
     """
-    from .posteriors.base import SAVE_FORMAT
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no saved posterior at {path}")
-    payload = torch.load(path, map_location="cpu", weights_only=True)
-    if not isinstance(payload, dict) or payload.get("format") != SAVE_FORMAT:
-        raise ValueError(f"{path} is not a posterior saved by uncertain-agents ({SAVE_FORMAT})")
-    config = json.loads(payload["config"])
+    try:
+        return _load(path, map_location)
+    except _LoadError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+class _LoadError(Exception):
+    pass
+
+
+def _load(path: Path, map_location):
+    from .posteriors.storage import PayloadError, read_payload
+
+    try:
+        payload = read_payload(path.read_bytes())
+    except PayloadError as err:
+        raise _LoadError(str(err)) from None
+    config_text, state = payload.get("config"), payload.get("state")
+    if not isinstance(config_text, str):
+        raise _LoadError("the saved configuration is missing or not text")
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                               for k, v in state.items()):
+        raise _LoadError("the saved tensors are missing or not a {name: tensor} table")
+    try:
+        config = json.loads(config_text)
+    except ValueError as err:
+        raise _LoadError(f"the saved configuration is not valid JSON ({err})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("name"), str):
+        raise _LoadError("the saved configuration has no method name")
     name = config.pop("name")
-    post = make_posterior(name, device="cpu", **config)
-    post._load_tensors(payload["state"])
+    if name not in _REGISTRY:
+        raise _LoadError(f"unknown method {name!r} (known: {', '.join(available_posteriors())})")
+    if "method" in payload and payload["method"] != name:
+        raise _LoadError(f"the file says method {payload['method']!r} but its configuration says {name!r}")
+    missing = sorted({"in_dim", "out_dim", "hidden"} - set(config))
+    if missing:
+        raise _LoadError(f"the saved configuration lacks {missing}")
+    for key, value in state.items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise _LoadError(f"tensor {key!r} holds NaN or infinite values")
+    try:
+        post = make_posterior(name, device="cpu", **config)
+    except (TypeError, ValueError) as err:
+        raise _LoadError(f"the saved configuration is invalid: {err}") from None
+    try:
+        post._load_tensors(state)
+    except (ValueError, RuntimeError) as err:
+        raise _LoadError(f"the tensors do not match a {name} posterior of this configuration: "
+                         f"{str(err).splitlines()[0]}") from None
     return post.to(map_location or "cpu")

@@ -30,12 +30,13 @@ from ..validation import check_inputs, check_positive_float, check_positive_int
 from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
+from .storage import FORMAT_2, write_payload
 from .units import TrainingUnits
 
 __all__ = ["Batch", "FitResult", "OptimizerGroup", "Phase", "Posterior", "TrainingContext",
            "TrainingDivergedError", "DEFAULT_PRIOR_STD", "SAVE_FORMAT"]
 
-SAVE_FORMAT = "uncertain-agents/1"
+SAVE_FORMAT = FORMAT_2  # see posteriors/storage.py
 
 #: Default weight prior std per likelihood (``None``: ``1/sqrt(fan_in)`` per layer).
 DEFAULT_PRIOR_STD: dict[str, float | None] = {"gaussian": None, "categorical": 1.0}
@@ -257,12 +258,8 @@ class Posterior(TrainingUnits, nn.Module):
     # ------------------------------------------------------------- save/load
     def save(self, path) -> None:
         """Write config (JSON) and tensors; restore with :func:`uncertain_agents.load_posterior`."""
-        payload = {
-            "format": SAVE_FORMAT,
-            "config": json.dumps(self.config),
-            "state": {k: v.detach().cpu() for k, v in self.state_dict().items()},
-        }
-        torch.save(payload, path)
+        write_payload(path, {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
+                             "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}})
 
     def _load_tensors(self, state: dict[str, Tensor]) -> None:
         own = self.state_dict()
