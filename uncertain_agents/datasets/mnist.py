@@ -80,6 +80,8 @@ def load_mnist(data_dir_arg=None, *, download: bool = True, base_url: str = BASE
         ChecksumError: a file does not match its SHA-256.
         ValueError: a file is not a well-formed IDX file or images and labels disagree.
     """
+    if not isinstance(download, bool):
+        raise TypeError(f"download must be True or False, got {download!r}")
     arrays = {}
     for key, name in FILES.items():
         magic = IMAGE_MAGIC if key.endswith("images") else LABEL_MAGIC

@@ -86,9 +86,13 @@ def load_mushroom(data_dir: str | os.PathLike | None = None, *, sha256: str | No
         DataNotFoundError: the file is missing and could not be downloaded.
         ChecksumError: the file is not the expected one.
     """
-    if sha256 == AUTO:
+    if not isinstance(download, bool):
+        raise TypeError(f"download must be True or False, got {download!r}")
+    if isinstance(sha256, str) and sha256 == AUTO:
         folder = resolve_data_dir(data_dir) / Path(RELATIVE_PATH).parent
         sha256 = read_checksums(folder).get(Path(RELATIVE_PATH).name, SHA256)
+    elif sha256 is not None and not isinstance(sha256, str):
+        raise TypeError(f"sha256 must be a hex string, 'auto' or None, got {type(sha256).__name__}")
     path = fetch_file(RELATIVE_PATH, data_dir_arg=data_dir, sha256=sha256, url=URL,
-                      download_if_missing=download)
+                      download_if_missing=download, check_sha256=sha256 is not None)
     return parse_mushroom(path)
