@@ -7,6 +7,8 @@ scores: 1 = perfect separation, 0.5 = chance, below 0.5 = adversarial inputs loo
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -32,10 +34,19 @@ def _as_scores(values, name: str) -> np.ndarray:
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a 1-D array of numbers") from None
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of scores, got shape {arr.shape}")
+        raise ValueError(f"{name} must be a non-empty 1-D array of scores (an AUROC needs clean and "
+                         f"adversarial scores), got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"{name} contains NaN or infinite scores")
     return arr
+
+
+class AUROCWarning(UserWarning):
+    """An AUROC was computed from too few scores to mean anything."""
+
+
+#: Fewer scores than this in either group make an AUROC warn (one score gives 0, 0.5 or 1).
+MIN_SCORES_PER_GROUP = 2
 
 
 def auroc(clean_scores, adversarial_scores) -> float:
@@ -43,17 +54,32 @@ def auroc(clean_scores, adversarial_scores) -> float:
 
     Equals the probability that a random adversarial input scores higher than a random
     clean one (ties count one half). Computed with ``sklearn.metrics.roc_auc_score``.
+    With a single clean or a single adversarial score the value can only be 0, 0.5 or 1
+    and says nothing about the detector: it is returned with an :class:`AUROCWarning`.
 
     Args:
         clean_scores: ``[N_clean]`` scores of clean inputs.
         adversarial_scores: ``[N_adv]`` scores of adversarial inputs.
+
+    Raises:
+        ValueError: a group is empty (the AUROC needs both classes) or holds NaN/inf.
     """
     from sklearn.metrics import roc_auc_score
 
     clean = _as_scores(clean_scores, "clean_scores")
     adv = _as_scores(adversarial_scores, "adversarial_scores")
+    _warn_if_few(clean.size, adv.size)
     labels = np.concatenate([np.zeros(clean.size), np.ones(adv.size)])
     return float(roc_auc_score(labels, np.concatenate([clean, adv])))
+
+
+def _warn_if_few(n_clean: int, n_adv: int) -> None:
+    few = [f"{n} {name} score(s)" for name, n in (("clean", n_clean), ("adversarial", n_adv))
+           if n < MIN_SCORES_PER_GROUP]
+    if few:
+        warnings.warn(f"AUROC computed from {' and '.join(few)}: with a single score per group it can only be "
+                      f"0, 0.5 or 1 and does not measure detection; attack more inputs (e.g. a larger --n-attack)",
+                      AUROCWarning, stacklevel=3)
 
 
 def score_batch(pred: Predictive, labels: Tensor, clean: dict[str, np.ndarray],

@@ -25,7 +25,12 @@ class ContextualBanditEnv(gym.Env):
     Args:
         n_actions: number of arms.
         low, high: ``[d]`` bounds of the context space.
-        horizon: episode length; ``terminated`` is True after ``horizon`` decisions.
+        horizon: episode length; ``terminated`` is True after ``horizon`` decisions, and
+            (as in gymnasium) a further ``step`` without ``reset`` raises
+            :class:`gymnasium.error.ResetNeeded`.
+
+    Raises:
+        ValueError: ``n_actions`` is not an integer >= 2, or ``horizon`` not a positive integer.
     """
 
     metadata = {"render_modes": []}
@@ -34,13 +39,14 @@ class ContextualBanditEnv(gym.Env):
         if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon <= 0:
             raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
         self.horizon = int(horizon)
-        self.n_actions = int(n_actions)
+        self.n_actions = _check_n_actions(n_actions)
         self.action_space = spaces.Discrete(self.n_actions)
         self.observation_space = spaces.Box(np.asarray(low, np.float32), np.asarray(high, np.float32),
                                             dtype=np.float32)
         self._t = 0
         self._block: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._pos = 0
+        self._episode_over = False
 
     # ------------------------------------------------------------- subclass API
     def _draw_block(self, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -58,11 +64,15 @@ class ContextualBanditEnv(gym.Env):
         self._t = 0
         self._block = self._draw_block(BLOCK)
         self._pos = 0
+        self._episode_over = False
         return self._block[0][0].copy(), {}
 
     def step(self, action):
         if self._block is None:
             raise ResetNeeded("call reset() before step()")
+        if self._episode_over:
+            raise ResetNeeded(f"the episode is over: it terminated after horizon={self.horizon} decisions; "
+                              f"call reset() before step()")
         a = self._check_action(action)
         contexts, rewards, expected = self._block
         i = self._pos
@@ -82,6 +92,7 @@ class ContextualBanditEnv(gym.Env):
         }
         self._t += 1
         terminated = self._t >= self.horizon
+        self._episode_over = terminated
         if not terminated:
             self._pos += 1
             if self._pos == contexts.shape[0]:
@@ -101,6 +112,20 @@ class ContextualBanditEnv(gym.Env):
         return int(action)
 
     @property
+    def episode_over(self) -> bool:
+        """True once the episode has terminated (``step`` then needs a ``reset``)."""
+        return self._episode_over
+
+    @property
     def t(self) -> int:
         """Number of decisions taken since the last reset."""
         return self._t
+
+
+def _check_n_actions(n_actions) -> int:
+    """``n_actions`` as an int >= 2; a float (even 2.0), a bool or a string is refused."""
+    if isinstance(n_actions, np.ndarray) and n_actions.ndim == 0:
+        n_actions = n_actions.item()
+    if isinstance(n_actions, bool) or not isinstance(n_actions, numbers.Integral) or n_actions < 2:
+        raise ValueError(f"n_actions must be an integer >= 2 (the number of arms), got {n_actions!r}")
+    return int(n_actions)

@@ -1,6 +1,9 @@
 """``FunctionSample``: n fixed functions drawn from a posterior, evaluated in one batch."""
 from __future__ import annotations
 
+import numbers
+
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -41,11 +44,65 @@ class FunctionSample:
         return self.params.device
 
     def __getitem__(self, index) -> "FunctionSample":
-        if isinstance(index, int):
-            index = slice(index, index + 1) if index != -1 else slice(-1, None)
+        """A smaller sample: ``fs[i]`` (one function, negative counts from the end),
+        ``fs[a:b]``, or an index tensor / array / list (ints or a bool mask).
+
+        Raises:
+            IndexError: an integer outside ``[-n, n)``, or an index that selects no function.
+            TypeError: an index of another kind (a float, a string, ...).
+        """
+        index = self._normalize_index(index)
+        params = self.params[index]
+        if params.shape[0] == 0:
+            raise IndexError(f"index {index!r} selects no function of this sample of {len(self)}")
         noise = None if self.noise_std is None else self.noise_std[index]
-        return FunctionSample(self.params[index], self.spec, self.x_loc, self.x_scale,
-                              self.y_loc, self.y_scale, noise)
+        return FunctionSample(params, self.spec, self.x_loc, self.x_scale, self.y_loc, self.y_scale, noise)
+
+    def _normalize_index(self, index):
+        """An integer becomes a one-row slice (checked against the length); others pass."""
+        n = len(self)
+        if isinstance(index, np.ndarray) and index.ndim == 0:
+            index = index.item()
+        if isinstance(index, Tensor) and index.dim() == 0:
+            index = index.item()
+        if isinstance(index, bool):
+            raise TypeError("index must be an integer, a slice or an index tensor, got a bool")
+        if isinstance(index, numbers.Integral):
+            i = int(index)
+            if not -n <= i < n:
+                raise IndexError(f"function index {i} is out of range for a sample of {n} functions "
+                                 f"(valid: {-n}..{n - 1})")
+            i %= n
+            return slice(i, i + 1)
+        if isinstance(index, slice):
+            return index
+        if isinstance(index, (Tensor, np.ndarray, list, tuple)):
+            return self._index_tensor(index)
+        raise TypeError(f"index must be an integer, a slice or an index tensor, got {type(index).__name__}")
+
+    def _index_tensor(self, index) -> Tensor:
+        """A 1-D long or bool tensor of function indices, every one in range."""
+        n = len(self)
+        try:
+            t = torch.as_tensor(np.asarray(index) if not isinstance(index, Tensor) else index)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"index must hold integers or booleans: {err}") from None
+        if t.dim() != 1:
+            raise IndexError(f"an index tensor must be 1-D, got shape {tuple(t.shape)}")
+        if t.numel() == 0:
+            raise IndexError(f"an empty index selects no function of this sample of {n}")
+        if t.dtype == torch.bool:
+            if t.shape[0] != n:
+                raise IndexError(f"a boolean index must have {n} entries (one per function), got {t.shape[0]}")
+            return t.to(self.device)
+        if t.is_floating_point() or t.is_complex():
+            raise TypeError(f"index tensor must hold integers or booleans, got dtype {t.dtype}")
+        t = t.long()
+        if t.numel() and (int(t.min()) < -n or int(t.max()) >= n):
+            bad = int(t.max()) if int(t.max()) >= n else int(t.min())
+            raise IndexError(f"function index {bad} is out of range for a sample of {n} functions "
+                             f"(valid: {-n}..{n - 1})")
+        return (t % n).to(self.device)
 
     def standardize(self, x) -> Tensor:
         x = check_inputs(x, self.spec.in_dim, device=self.device)

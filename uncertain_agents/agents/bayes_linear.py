@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..validation import check_positive_int
+
 
 class BayesianLinearArms:
     """Sufficient statistics and posterior of ``A`` independent linear regressions.
@@ -33,7 +35,8 @@ class BayesianLinearArms:
         for name, value in (("a0", a0), ("b0", b0), ("lambda_prior", lambda_prior)):
             if not (isinstance(value, (int, float, np.floating)) and np.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-        self.n_actions, self.dim, self.intercept = int(n_actions), int(dim), bool(intercept)
+        self.n_actions, self.dim = check_positive_int(n_actions, "n_actions"), check_positive_int(dim, "dim")
+        self.intercept = bool(intercept)
         self.a0, self.b0, self.lambda_prior = float(a0), float(b0), float(lambda_prior)
         self.p = self.dim + int(self.intercept)
         self.reset()

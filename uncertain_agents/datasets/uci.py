@@ -6,6 +6,7 @@ Folder layout (see the data README): ``uci/<name>/data.txt``, ``index_features.t
 from __future__ import annotations
 
 import numbers
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,9 @@ UCI_DATASETS = ("bostonHousing", "concrete", "energy", "kin8nm", "naval-propulsi
                 "power-plant", "protein-tertiary-structure", "wine-quality-red", "yacht")
 ALIASES = {"boston": "bostonHousing", "bostonhousing": "bostonHousing", "naval": "naval-propulsion-plant",
            "power": "power-plant", "protein": "protein-tertiary-structure", "wine": "wine-quality-red"}
+
+
+_SPLIT_FILE = re.compile(r"index_(?:train|test)_(\d+)\.txt")
 
 
 @dataclass
@@ -48,8 +52,9 @@ class UCIDataset:
     ``index_target.txt`` distinct column indices; ``index_train_K.txt`` /
     ``index_test_K.txt`` distinct, disjoint, non-empty row indices (see
     :mod:`.index_files`). The number of splits is ``n_splits.txt`` when the folder has
-    one, else the number of consecutive ``index_train_K.txt`` / ``index_test_K.txt`` pairs
-    present from K = 0; either way every one of those split files must exist.
+    one, else one more than the largest K of the ``index_train_K.txt`` /
+    ``index_test_K.txt`` files present (never an assumed 20); either way both files of
+    every split K below it must exist.
 
     Raises:
         DataNotFoundError: ``data.txt``, an index file or a split file is missing.
@@ -89,19 +94,27 @@ class UCIDataset:
         if n_file.is_file():
             n_splits = read_count_file(n_file, what="the number of standard splits")
         else:
-            n_splits = 0
-            while self._split_paths(n_splits)[0].is_file() or self._split_paths(n_splits)[1].is_file():
-                n_splits += 1
-            if n_splits == 0:
+            present = self._split_numbers_present()
+            if not present:
                 raise DataNotFoundError(f"no split files in {self.folder}: expected n_splits.txt and "
                                         f"index_train_K.txt / index_test_K.txt for K = 0, 1, ...")
+            n_splits = max(present) + 1
         for k in range(n_splits):
             for path in self._split_paths(k):
                 if not path.is_file():
-                    source = f"{n_file.name} says {n_splits} splits" if n_file.is_file() else \
-                        f"split {k} has only one of its two files"
+                    source = (f"{n_file.name} says {n_splits} splits" if n_file.is_file() else
+                              f"there is no {n_file.name} and split files up to K = {n_splits - 1} exist")
                     raise DataNotFoundError(f"missing split file {path} ({source})")
         return n_splits
+
+    def _split_numbers_present(self) -> set[int]:
+        """The K of every ``index_train_K.txt`` / ``index_test_K.txt`` in the folder."""
+        numbers_found = set()
+        for path in self.folder.glob("index_t*_*.txt"):
+            match = _SPLIT_FILE.fullmatch(path.name)
+            if match:
+                numbers_found.add(int(match.group(1)))
+        return numbers_found
 
     def _split_paths(self, k: int) -> tuple[Path, Path]:
         return self.folder / f"index_train_{k}.txt", self.folder / f"index_test_{k}.txt"
