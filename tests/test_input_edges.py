@@ -1,0 +1,170 @@
+"""Edge cases of small inputs: function-sample indexing, arm counts, episode ends, AUROC size."""
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.error import ResetNeeded
+
+import envs  # noqa: F401  (registers the environments)
+import uncertain_agents as ua
+from attacks import AUROCWarning, auroc
+from envs import ClassificationBandit, ContextualBanditEnv, WheelBandit
+from uncertain_agents.agents import BayesianLinearArms, LinearThompson, ThompsonSampling, Uniform
+
+
+# ------------------------------------------------------------ FunctionSample
+@pytest.fixture(scope="module")
+def seven():
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(4,), seed=0)
+    return post.sample(7, generator=torch.Generator().manual_seed(0))
+
+
+def test_integer_indices_in_range(seven):
+    x = torch.zeros(3, 2)
+    for i in range(-7, 7):
+        one = seven[i]
+        assert len(one) == 1
+        assert torch.equal(one.params[0], seven.params[i])
+    assert torch.equal(seven[-7](x), seven[0](x)) and torch.equal(seven[np.int64(6)](x), seven[-1](x))
+    assert len(seven[torch.tensor(3)]) == 1
+
+
+@pytest.mark.parametrize("index", [7, 100, -8, -100])
+def test_integer_index_out_of_range_raises(seven, index):
+    with pytest.raises(IndexError, match=rf"function index {index} is out of range .* 7 functions \(valid: -7\.\.6\)"):
+        seven[index]
+
+
+def test_slices_and_index_tensors(seven):
+    assert len(seven[2:5]) == 3 and len(seven[::2]) == 4 and len(seven[-3:]) == 3
+    assert len(seven[torch.tensor([0, -1, 3])]) == 3 and len(seven[[1, 2]]) == 2
+    mask = torch.zeros(7, dtype=torch.bool)
+    mask[[1, 4]] = True
+    assert torch.equal(seven[mask].params, seven.params[[1, 4]])
+    assert seven[[0, 1]].noise_std.shape == (2, 1)
+
+
+@pytest.mark.parametrize("index, error, message", [
+    (slice(10, 20), IndexError, "selects no function"),
+    ([], IndexError, "empty index"),
+    (torch.tensor([0, 9]), IndexError, "function index 9 is out of range"),
+    (torch.ones(3, dtype=torch.bool), IndexError, "boolean index must have 7 entries"),
+    (torch.zeros(2, 2, dtype=torch.long), IndexError, "must be 1-D"),
+    (1.5, TypeError, "got float"),
+    ("0", TypeError, "got str"),
+    (True, TypeError, "got a bool"),
+    (torch.tensor([0.0, 1.0]), TypeError, "integers or booleans"),
+])
+def test_bad_indices(seven, index, error, message):
+    with pytest.raises(error, match=message):
+        seven[index]
+
+
+# ----------------------------------------------------------------- n_actions
+class _TwoArms(ContextualBanditEnv):
+    """A minimal env whose arm count is the caller's."""
+
+    def __init__(self, n_actions, horizon=10):
+        super().__init__(n_actions, np.zeros(1), np.ones(1), horizon)
+
+    def _draw_block(self, m):
+        rewards = self.np_random.random((m, self.n_actions))
+        return np.zeros((m, 1), np.float32), rewards, np.full_like(rewards, 0.5)
+
+
+@pytest.mark.parametrize("bad", [2.7, 2.0, "3", True, 1, 0, None])
+def test_env_n_actions_must_be_an_integer(bad):
+    with pytest.raises(ValueError, match=rf"n_actions must be an integer >= 2 .*got {bad!r}"):
+        _TwoArms(bad)
+
+
+def test_env_n_actions_accepts_numpy_integers():
+    assert _TwoArms(np.int64(3)).action_space.n == 3
+
+
+def test_classification_env_n_classes_float():
+    with pytest.raises(ValueError, match="n_classes must be an integer >= 2, got 2.7"):
+        ClassificationBandit(np.zeros((4, 2)), np.array([0, 1, 0, 1]), n_classes=2.7)
+
+
+@pytest.mark.parametrize("build", [
+    lambda n: Uniform(n, context_dim=2),
+    lambda n: LinearThompson(2, n),
+    lambda n: ThompsonSampling(ua.make_posterior("mfvi", in_dim=2, out_dim=2, hidden=(4,), seed=0), n),
+])
+def test_agent_n_actions_float_is_refused(build):
+    with pytest.raises(ValueError, match=r"n_actions must be an integer >= 2, got 2\.7"):
+        build(2.7)
+
+
+def test_bayesian_linear_arms_n_actions_float_is_refused():
+    with pytest.raises(ValueError, match=r"n_actions must be a positive integer, got 2\.7"):
+        BayesianLinearArms(2.7, 3)
+    with pytest.raises(ValueError, match=r"dim must be a positive integer, got 3\.5"):
+        BayesianLinearArms(2, 3.5)
+
+
+# ------------------------------------------------------------ episode end
+@pytest.mark.parametrize("make", [lambda: WheelBandit(delta=0.5, horizon=3),
+                                  lambda: gym.make("envs:WheelBandit-v0", delta=0.5, horizon=3),
+                                  lambda: _TwoArms(2, horizon=3)])
+def test_step_after_the_horizon_needs_a_reset(make):
+    env = make()
+    env.reset(seed=0)
+    flags = [env.step(0)[2] for _ in range(3)]
+    assert flags == [False, False, True]
+    with pytest.raises(ResetNeeded, match=r"episode is over.*horizon=3.*call reset\(\)"):
+        env.step(0)
+    with pytest.raises(ResetNeeded):  # still over: no silent continuation
+        env.step(1)
+    env.reset(seed=1)
+    assert env.step(0)[2] is False
+
+
+def test_horizon_one_and_unwrapped_flag():
+    env = WheelBandit(delta=0.5, horizon=1)
+    env.reset(seed=0)
+    assert env.step(4)[2] is True and env.episode_over
+    with pytest.raises(ResetNeeded):
+        env.step(4)
+
+
+def test_run_bandit_resets_at_the_horizon():
+    from uncertain_agents.agents import run_bandit
+
+    frame = run_bandit(WheelBandit(delta=0.5, horizon=4), Uniform(5, context_dim=2, seed=0), steps=10, seed=0)
+    assert len(frame) == 10
+
+
+# --------------------------------------------------------------------- AUROC
+def test_auroc_from_single_scores_warns():
+    with pytest.warns(AUROCWarning, match=r"1 clean score\(s\) and 1 adversarial score\(s\)"):
+        assert auroc([0.1], [0.2]) == 1.0
+    with pytest.warns(AUROCWarning, match=r"AUROC computed from 1 adversarial score\(s\)"):
+        assert auroc([0.1, 0.3], [0.2]) == 0.5
+
+
+def test_auroc_from_enough_scores_is_silent():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert auroc([0.1, 0.3], [0.2, 0.4]) == 0.75
+
+
+@pytest.mark.parametrize("clean, adv, name", [([], [0.1, 0.2], "clean_scores"), ([0.1, 0.2], [], "adversarial_scores")])
+def test_auroc_from_one_class_only_is_an_error(clean, adv, name):
+    with pytest.raises(ValueError, match=rf"{name} must be a non-empty .*needs clean and adversarial"):
+        auroc(clean, adv)
+
+
+def test_fgsm_on_a_single_row_warns():
+    from attacks import fgsm
+
+    post = ua.make_posterior("map", in_dim=4, out_dim=2, hidden=(3,), likelihood="categorical", seed=0)
+    x = torch.full((1, 4), 0.5)
+    with pytest.warns(AUROCWarning, match="single score"):
+        frame = fgsm(post, x, torch.tensor([1]), epsilons=[0.1], n_samples=2)
+    assert len(frame) == 1
