@@ -1,4 +1,9 @@
-"""Name -> posterior class registry, ``make_posterior`` and ``load_posterior``."""
+"""One ``Registry`` class for every name lookup, the posterior registry, ``make_posterior`` and ``load_posterior``.
+
+:class:`Registry` maps names (and their aliases) to objects. The library keeps three:
+``POSTERIORS`` here (posterior classes), ``uncertain_agents.agents.factory.AGENTS`` (agent
+builders) and ``uncertain_agents.agents.experiment.ENVS`` (bandit-environment factories).
+"""
 from __future__ import annotations
 
 import importlib
@@ -6,62 +11,141 @@ import inspect
 import json
 import pkgutil
 from pathlib import Path
+from typing import Callable, Generic, Iterator, TypeVar
 
 import torch
 
 from .network import MLPSpec
 
-_REGISTRY: dict[str, type] = {}
-_ALIASES: dict[str, str] = {}
-_LOADED = False
+T = TypeVar("T")
 
 
-def register(name: str, *aliases: str):
-    """Class decorator: make a ``Posterior`` subclass available under ``name`` (and aliases)."""
+class Registry(Generic[T]):
+    """Names and their aliases → registered objects (classes, builders, factories).
 
-    def decorate(cls):
-        _REGISTRY[name] = cls
-        for alias in aliases:
-            _ALIASES[alias] = name
-        return cls
+    Names and aliases are matched case-insensitively and without surrounding spaces; every
+    name or alias is registered once. ``load``, if given, is called once before the first
+    lookup (the posterior registry uses it to import the modules that register themselves).
 
-    return decorate
+    Example::
+
+        SHAPES = Registry("shape")
+
+        @SHAPES.register("circle", "round")   # as a decorator
+        class Circle: ...
+
+        SHAPES.register("square")(Square)     # as a call
+        SHAPES.resolve("Round")               # -> "circle"
+        SHAPES.get("circle")                  # -> Circle
+        SHAPES.aliases("circle")              # -> ["round"]
+    """
+
+    def __init__(self, kind: str, *, load: Callable[[], None] | None = None) -> None:
+        """``kind`` names what is registered in error messages ("unknown {kind} 'x'; ...")."""
+        self.kind = kind
+        self._items: dict[str, T] = {}
+        self._aliases: dict[str, str] = {}
+        self._load = load
+
+    def register(self, name: str, *aliases: str) -> Callable[[T], T]:
+        """Register an object under ``name`` and ``aliases``; returns a decorator that returns the object.
+
+        Use it as ``@registry.register("name", "alias")`` or ``registry.register("name")(obj)``.
+        Raises ``ValueError`` when a name or alias is already taken.
+        """
+        keys = [self._key(key) for key in (name, *aliases)]
+
+        def add(obj: T) -> T:
+            taken = sorted({key for key in keys if key in self._items or key in self._aliases}
+                           | {key for key in keys if keys.count(key) > 1})
+            if taken:
+                raise ValueError(f"{self.kind} name(s) {taken} registered twice")
+            self._items[keys[0]] = obj
+            self._aliases.update(dict.fromkeys(keys[1:], keys[0]))
+            return obj
+
+        return add
+
+    def resolve(self, name: str) -> str:
+        """The registered name for ``name`` or one of its aliases.
+
+        Raises ``TypeError`` for a non-string and ``ValueError`` listing the valid names and
+        aliases for an unknown name.
+        """
+        if not isinstance(name, str):
+            raise TypeError(f"{self.kind} name must be a string, got {type(name).__name__}")
+        self._ensure_loaded()
+        key = self._key(name)
+        key = self._aliases.get(key, key)
+        if key not in self._items:
+            aliases = f" (aliases: {', '.join(sorted(self._aliases))})" if self._aliases else ""
+            raise ValueError(f"unknown {self.kind} {name!r}; valid names: {', '.join(self.names())}{aliases}")
+        return key
+
+    def get(self, name: str) -> T:
+        """The object registered under ``name`` (or an alias of it)."""
+        return self._items[self.resolve(name)]
+
+    def names(self) -> list[str]:
+        """The registered names (no aliases), sorted."""
+        self._ensure_loaded()
+        return sorted(self._items)
+
+    def aliases(self, name: str) -> list[str]:
+        """The aliases of ``name`` (or of the name an alias stands for), sorted."""
+        key = self.resolve(name)
+        return sorted(alias for alias, target in self._aliases.items() if target == key)
+
+    def alias_table(self) -> dict[str, str]:
+        """Every alias → the name it stands for (a copy)."""
+        self._ensure_loaded()
+        return dict(self._aliases)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether ``name`` is a registered name or alias."""
+        if not isinstance(name, str):
+            return False
+        self._ensure_loaded()
+        key = self._key(name)
+        return key in self._items or key in self._aliases
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, names={self.names()})"
+
+    @staticmethod
+    def _key(name: str) -> str:
+        return name.strip().lower()
+
+    def _ensure_loaded(self) -> None:
+        if self._load is not None:
+            self._load()
+            self._load = None
 
 
-def _load_all() -> None:
+def _import_posteriors() -> None:
     """Import every module of ``uncertain_agents.posteriors`` so that they register."""
-    global _LOADED
-    if _LOADED:
-        return
     package = importlib.import_module("uncertain_agents.posteriors")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"uncertain_agents.posteriors.{info.name}")
-    _LOADED = True
+
+
+POSTERIORS: Registry[type] = Registry("posterior", load=_import_posteriors)
+"""Posterior classes by name; a method registers with ``@register("name", "alias", ...)``."""
+
+register = POSTERIORS.register
+resolve_name = POSTERIORS.resolve
+posterior_class = POSTERIORS.get
 
 
 def available_posteriors(*, include_aliases: bool = False) -> list[str]:
-    """Sorted names accepted by :func:`make_posterior`."""
-    _load_all()
-    names = set(_REGISTRY)
+    """Sorted names accepted by :func:`make_posterior` (with ``include_aliases``, their aliases too)."""
+    names = POSTERIORS.names()
     if include_aliases:
-        names |= set(_ALIASES)
+        names += list(POSTERIORS.alias_table())
     return sorted(names)
-
-
-def resolve_name(name: str) -> str:
-    _load_all()
-    if not isinstance(name, str):
-        raise TypeError(f"posterior name must be a string, got {type(name).__name__}")
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in _REGISTRY:
-        raise ValueError(f"unknown posterior {name!r}; valid names: {', '.join(available_posteriors())}"
-                         f" (aliases: {', '.join(sorted(_ALIASES))})")
-    return key
-
-
-def posterior_class(name: str) -> type:
-    return _REGISTRY[resolve_name(name)]
 
 
 def method_options(name: str) -> list[str]:
@@ -93,7 +177,7 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activa
             ``noise_std``, ``dropout``, ``n_particles``, ``n_members``, ...).
     """
     key = resolve_name(name)
-    cls = _REGISTRY[key]
+    cls = POSTERIORS.get(key)
     allowed = method_options(key)
     unknown = sorted(set(method_kwargs) - set(allowed))
     if unknown:
@@ -162,7 +246,7 @@ def _load(path: Path, map_location):
     if not isinstance(config, dict) or not isinstance(config.get("name"), str):
         raise _LoadError("the saved configuration has no method name")
     name = config.pop("name")
-    if name not in _REGISTRY:
+    if name not in POSTERIORS.names():
         raise _LoadError(f"unknown method {name!r} (known: {', '.join(available_posteriors())})")
     if "method" in payload and payload["method"] != name:
         raise _LoadError(f"the file says method {payload['method']!r} but its configuration says {name!r}")

@@ -10,18 +10,21 @@ from __future__ import annotations
 import io
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
+from ..registry import Registry, resolve_name
 from ..runs import atomic_write_bytes
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
 from .run import run_bandit
 
-ENVS = ("wheel", "mushroom")
-_ENV_ALIASES = {"wheelbandit-v0": "wheel", "envs:wheelbandit-v0": "wheel",
-                "mushroombandit-v0": "mushroom", "envs:mushroombandit-v0": "mushroom"}
+ENVS: Registry[Callable[..., Any]] = Registry("bandit environment")
+"""Bandit-environment factories by name; each imports ``envs`` when called, never before
+(``import uncertain_agents`` must not load ``envs``)."""
+
+resolve_env = ENVS.resolve
 
 
 @dataclass(frozen=True)
@@ -37,31 +40,32 @@ class AgentSpec:
         return f"{self.agent}[{self.posterior}]" if self.posterior else self.agent
 
 
-def resolve_env(name: str) -> str:
-    key = str(name).strip().lower()
-    key = _ENV_ALIASES.get(key, key)
-    if key not in ENVS:
-        raise ValueError(f"unknown bandit environment {name!r}; valid: {', '.join(ENVS)}")
-    return key
-
-
-def make_env(name: str, *, steps: int, delta: float = 0.95, data_dir=None, download: bool = True,
-             mushroom_data=None):
-    """Build ``wheel`` (parameter ``delta``) or ``mushroom`` with horizon ``steps``."""
+@ENVS.register("wheel", "wheelbandit-v0", "envs:wheelbandit-v0")
+def _wheel(*, steps: int, delta: float, **_: Any):
     import envs
 
-    key = resolve_env(name)
-    if key == "wheel":
-        return envs.WheelBandit(delta=delta, horizon=steps)
+    return envs.WheelBandit(delta=delta, horizon=steps)
+
+
+@ENVS.register("mushroom", "mushroombandit-v0", "envs:mushroombandit-v0")
+def _mushroom(*, steps: int, data_dir, download: bool, mushroom_data, **_: Any):
+    import envs
+
     if mushroom_data is None:
         return envs.MushroomBandit(data_dir, download=download, horizon=steps)
     return envs.MushroomBandit(data=mushroom_data, horizon=steps)
 
 
+def make_env(name: str, *, steps: int, delta: float = 0.95, data_dir=None, download: bool = True,
+             mushroom_data=None):
+    """Build environment ``name`` (a name or alias of :data:`ENVS`: ``wheel`` with parameter ``delta``,
+    or ``mushroom``) with horizon ``steps``."""
+    return ENVS.get(name)(steps=steps, delta=delta, data_dir=data_dir, download=download,
+                          mushroom_data=mushroom_data)
+
+
 def agent_specs(agents: list[str], posteriors: list[str], options: dict | None = None) -> list[AgentSpec]:
     """Uniform first, then every agent; posterior agents once per posterior. Validates the names."""
-    from ..registry import resolve_name
-
     keys = [resolve_agent(a) for a in agents]
     posts = [resolve_name(p) for p in posteriors]
     specs = [AgentSpec("uniform")]

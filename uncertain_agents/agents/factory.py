@@ -1,7 +1,15 @@
-"""``make_agent``: build any bandit agent by name (what the CLI and experiments use)."""
+"""``make_agent``: build any bandit agent by name (what the CLI and experiments use).
+
+Agents live in :data:`AGENTS`, a :class:`~uncertain_agents.registry.Registry` of builders:
+each takes the :class:`AgentSettings` that ``make_agent`` fills in from its arguments and
+the protocol, and returns the agent.
+"""
 from __future__ import annotations
 
-from ..registry import make_posterior
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..registry import Registry, make_posterior, resolve_name
 from .base import Agent
 from .baselines import Greedy, Uniform
 from .linear import LinearThompson, NeuralLinear
@@ -9,21 +17,65 @@ from .protocols import BanditProtocol, get_protocol
 from .schedule import TrainSteps
 from .thompson import ThompsonSampling
 
-AGENTS = ("uniform", "greedy", "linear", "neural-linear", "thompson")
-_ALIASES = {"ts": "thompson", "thompson-sampling": "thompson", "random": "uniform",
-            "linfullpost": "linear", "linear-thompson": "linear", "lin-full-post": "linear",
-            "neurallinear": "neural-linear", "neural_linear": "neural-linear"}
-POSTERIOR_AGENTS = ("thompson", "greedy")
 
-def resolve_agent(name: str) -> str:
-    if not isinstance(name, str):
-        raise TypeError(f"agent name must be a string, got {type(name).__name__}")
-    key = name.strip().lower()
-    key = _ALIASES.get(key, key)
-    if key not in AGENTS:
-        raise ValueError(f"unknown agent {name!r}; valid agents: {', '.join(AGENTS)} "
-                         f"(aliases: {', '.join(sorted(_ALIASES))})")
-    return key
+@dataclass(frozen=True)
+class AgentSettings:
+    """``make_agent``'s arguments with the protocol's defaults filled in: what a builder gets."""
+
+    n_actions: int
+    context_dim: int
+    protocol: BanditProtocol
+    hidden: Any
+    activation: str
+    schedule: dict  # train_every, train_steps, batch_size, initial_pulls
+    lr: float | None
+    device: Any
+    seed: int | None
+    posterior: str | None
+    posterior_options: dict
+
+
+AGENTS: Registry[Callable[[AgentSettings], Agent]] = Registry("agent")
+"""Agent builders by name (``make_agent``'s names and aliases)."""
+
+POSTERIOR_AGENTS = ("thompson", "greedy")
+"""The agents built around a posterior (they need ``posterior``)."""
+
+resolve_agent = AGENTS.resolve
+
+
+@AGENTS.register("uniform", "random")
+def _uniform(s: AgentSettings) -> Agent:
+    return Uniform(s.n_actions, context_dim=s.context_dim, seed=s.seed)
+
+
+@AGENTS.register("linear", "linfullpost", "linear-thompson", "lin-full-post")
+def _linear(s: AgentSettings) -> Agent:
+    return LinearThompson(s.context_dim, s.n_actions, initial_pulls=s.schedule["initial_pulls"], seed=s.seed)
+
+
+@AGENTS.register("neural-linear", "neurallinear", "neural_linear")
+def _neural_linear(s: AgentSettings) -> Agent:
+    return NeuralLinear(s.context_dim, s.n_actions, hidden=s.hidden, activation=s.activation, device=s.device,
+                        seed=s.seed, **s.schedule, **({} if s.lr is None else {"lr": s.lr}))
+
+
+def _posterior_agent(cls: type) -> Callable[[AgentSettings], Agent]:
+    """A builder of ``cls`` around the posterior ``settings.posterior`` (see :func:`make_agent`)."""
+
+    def build(s: AgentSettings) -> Agent:
+        method = resolve_name(s.posterior)
+        options = {**s.protocol.options_for(method), **s.posterior_options}
+        post = make_posterior(method, in_dim=s.context_dim, out_dim=s.n_actions, hidden=s.hidden,
+                              activation=s.activation, likelihood="gaussian", device=s.device, seed=s.seed,
+                              **options)
+        return cls(post, s.n_actions, lr=s.lr, seed=None if s.seed is None else s.seed + 1, **s.schedule)
+
+    return build
+
+
+AGENTS.register("thompson", "ts", "thompson-sampling")(_posterior_agent(ThompsonSampling))
+AGENTS.register("greedy")(_posterior_agent(Greedy))
 
 
 def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | None = None,
@@ -32,7 +84,7 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
                train_steps: TrainSteps | None = None, batch_size: int | None = None,
                initial_pulls: int | None = None, lr: float | None = None, device="cpu",
                seed: int | None = None) -> Agent:
-    """Build agent ``name`` (one of :data:`AGENTS`) under a bandit ``protocol``.
+    """Build agent ``name`` (a name or alias of :data:`AGENTS`) under a bandit ``protocol``.
 
     Settings left as ``None`` come from the protocol (:mod:`.protocols`; ``"default"`` is
     the library's defaults). ``thompson`` and ``greedy`` need ``posterior`` (a registry
@@ -44,28 +96,14 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
     """
     key = resolve_agent(name)
     proto = get_protocol(protocol)
-    n_actions, context_dim = int(n_actions), int(context_dim)
-    hidden = proto.hidden if hidden is None else hidden
+    if key in POSTERIOR_AGENTS and posterior is None:
+        raise ValueError(f"agent {key!r} needs a posterior name (e.g. 'mfvi')")
     schedule = dict(train_every=proto.train_every if train_every is None else train_every,
                     train_steps=proto.train_steps if train_steps is None else train_steps,
                     batch_size=proto.batch_size if batch_size is None else batch_size,
                     initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
-    lr = proto.lr if lr is None else lr
-    if key == "uniform":
-        return Uniform(n_actions, context_dim=context_dim, seed=seed)
-    if key == "linear":
-        return LinearThompson(context_dim, n_actions, initial_pulls=schedule["initial_pulls"], seed=seed)
-    if key == "neural-linear":
-        return NeuralLinear(context_dim, n_actions, hidden=hidden, activation=activation, device=device,
-                            seed=seed, **schedule, **({} if lr is None else {"lr": lr}))
-    if posterior is None:
-        raise ValueError(f"agent {key!r} needs a posterior name (e.g. 'mfvi')")
-    from ..registry import resolve_name
-
-    method = resolve_name(posterior)
-    options = {**proto.options_for(method), **(posterior_options or {})}
-    post = make_posterior(posterior, in_dim=context_dim, out_dim=n_actions, hidden=hidden,
-                          activation=activation, likelihood="gaussian", device=device, seed=seed,
-                          **options)
-    cls = ThompsonSampling if key == "thompson" else Greedy
-    return cls(post, n_actions, lr=lr, seed=None if seed is None else seed + 1, **schedule)
+    settings = AgentSettings(n_actions=int(n_actions), context_dim=int(context_dim), protocol=proto,
+                             hidden=proto.hidden if hidden is None else hidden, activation=activation,
+                             schedule=schedule, lr=proto.lr if lr is None else lr, device=device, seed=seed,
+                             posterior=posterior, posterior_options=dict(posterior_options or {}))
+    return AGENTS.get(key)(settings)

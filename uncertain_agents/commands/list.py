@@ -11,14 +11,13 @@ def run(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..registry import _ALIASES, available_posteriors, method_options
+    from ..registry import POSTERIORS, method_options
 
     table = Table(title="posteriors")
     table.add_column("name")
     table.add_column("aliases")
     table.add_column("options")
-    for name in available_posteriors():
-        aliases = ", ".join(sorted(a for a, n in _ALIASES.items() if n == name))
-        table.add_row(name, aliases, ", ".join(method_options(name)))
+    for name in POSTERIORS.names():
+        table.add_row(name, ", ".join(POSTERIORS.aliases(name)), ", ".join(method_options(name)))
     Console().print(table)
     return 0
