@@ -21,9 +21,11 @@ from uncertain_agents.datasets.images import ImageDataset
 from uncertain_agents.options import parse_posterior_spec
 from uncertain_agents.registry import load_posterior, make_posterior, resolve_name
 from uncertain_agents.runs import atomic_write_text
+from uncertain_agents.validation import check_positive_int
 
 from .fgsm import DEFAULT_EPSILONS, clean_accuracy, fgsm
 from .ifgsm import targeted_ifgsm
+from .inputs import check_positive_number
 from .plots import plot_attack_curves
 
 DATASETS = ("mnist", "digits")
@@ -79,6 +81,8 @@ def train_classifier(post, data: ImageDataset, *, epochs: float, batch_size: int
     fixed), so an ε in pixel units means the same for every model, and a pixel that is
     almost constant in the training set is not blown up by a per-pixel standardisation.
     """
+    epochs = check_positive_number(epochs, "epochs")
+    batch_size = check_positive_int(batch_size, "batch_size")
     if not post.units_are_fixed:
         post.set_units()
     steps = max(1, int(math.ceil(epochs * len(data.y_train) / batch_size)))
@@ -119,7 +123,8 @@ def evaluate(posteriors: dict, x_test, y_test, x_attack, y_attack, *, attacks=AT
     bad = sorted(set(attacks) - set(ATTACKS))
     if bad:
         raise ValueError(f"attacks must be among {ATTACKS}, got {bad}")
-    evals_default = n_samples if eval_samples is None else eval_samples
+    n_samples = check_positive_int(n_samples, "n_samples")
+    evals_default = n_samples if eval_samples is None else check_positive_int(eval_samples, "eval_samples")
     clean, frames = [], {a: [] for a in attacks}
     for label, post in posteriors.items():
         t0 = time.perf_counter()

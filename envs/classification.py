@@ -33,6 +33,11 @@ class ClassificationBandit(ContextualBanditEnv):
                                             or (np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))):
             raise ValueError(f"y must be integer labels [N] = [{x.shape[0]}], got shape {y.shape}, dtype {y.dtype}")
         y = y.astype(np.int64)
+        if y.min() < 0:
+            raise ValueError(f"y labels must be class indices >= 0, got a minimum of {y.min()}")
+        if n_classes is None and y.max() < 1:
+            raise ValueError(f"y holds a single class ({y.max()}); a classification bandit needs at least 2 "
+                             f"arms: pass n_classes or labels of two or more classes")
         n_classes = int(y.max()) + 1 if n_classes is None else n_classes
         if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes < 2:
             raise ValueError(f"n_classes must be an integer >= 2, got {n_classes!r}")

@@ -288,3 +288,36 @@ def test_failed_download_leaves_no_empty_folders(tmp_path):
 def test_fetch_file_without_address_says_so(tmp_path):
     with pytest.raises(DataNotFoundError, match="it has no download address. Put the file at"):
         fetch_file("x/y.data", data_dir_arg=tmp_path)
+
+
+# ------------------------------------- found by experiments/bad_input_cases.py
+@pytest.mark.parametrize("name", [None, 5, ["yacht"]])
+def test_uci_name_must_be_a_string(tmp_path, name):
+    with pytest.raises(TypeError, match="UCI data set name must be a string"):
+        UCIDataset(name, tmp_path)
+
+
+def test_mushroom_multi_letter_field_is_refused(tmp_path):
+    """numpy's one-letter table used to cut 'xy' to 'x' silently."""
+    from uncertain_agents.datasets.mushroom import parse_mushroom
+
+    fields = ["e"] + ["x"] * len(ATTRIBUTES)
+    fields[4] = "xy"
+    path = tmp_path / "m.data"
+    path.write_text(",".join(fields) + "\n")
+    with pytest.raises(ValueError, match=r"m\.data: row 1, field 5 is 'xy'; every field must be one letter"):
+        parse_mushroom(path)
+
+
+def test_mnist_file_that_is_not_gzip_names_the_file(tmp_path):
+    from uncertain_agents.datasets.mnist import IMAGE_MAGIC, read_idx
+
+    path = tmp_path / "train-images-idx3-ubyte.gz"
+    path.write_bytes(b"plain bytes, not gzip")
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz is not a readable gzip file"):
+        read_idx(path, IMAGE_MAGIC)
+    import gzip
+
+    path.write_bytes(gzip.compress(b"\x00\x00\x08\x03" + bytes(40))[:-12])  # cut short
+    with pytest.raises(ValueError, match=r"train-images-idx3-ubyte\.gz is not a readable gzip file"):
+        read_idx(path, IMAGE_MAGIC)

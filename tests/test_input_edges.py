@@ -168,3 +168,74 @@ def test_fgsm_on_a_single_row_warns():
     with pytest.warns(AUROCWarning, match="single score"):
         frame = fgsm(post, x, torch.tensor([1]), epsilons=[0.1], n_samples=2)
     assert len(frame) == 1
+
+
+# ------------------------------------- found by experiments/bad_input_cases.py
+def test_classification_env_negative_or_single_class_labels_name_y():
+    x = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="y labels must be class indices >= 0, got a minimum of -1"):
+        ClassificationBandit(x, np.array([-1, 0, -1, 0]))
+    with pytest.raises(ValueError, match=r"y holds a single class \(0\).*pass n_classes"):
+        ClassificationBandit(x, np.zeros(4, dtype=int))
+    assert ClassificationBandit(x, np.zeros(4, dtype=int), n_classes=2).action_space.n == 2
+
+
+def test_run_bandit_refuses_an_agent_with_another_number_of_arms():
+    from uncertain_agents.agents import run_bandit
+
+    env = WheelBandit(delta=0.5)
+    for arms in (2, 9):
+        with pytest.raises(ValueError, match=rf"agent has n_actions={arms} arms but the environment has 5"):
+            run_bandit(env, Uniform(arms, context_dim=2, seed=0), steps=3, seed=0)
+
+
+def test_save_to_a_folder_names_it(tmp_path):
+    post = ua.make_posterior("map", in_dim=2, out_dim=1, hidden=(2,), seed=0)
+    with pytest.raises(IsADirectoryError, match=rf"cannot write {tmp_path}: it is a folder"):
+        post.save(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no temporary file left behind
+
+
+def test_predict_names_n_samples():
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(2,), seed=0)
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match=rf"n_samples must be a positive integer, got {bad}"):
+            post.predict(torch.zeros(2, 2), n_samples=bad)
+
+
+def test_attack_evaluate_checks_sample_counts_and_epochs():
+    from attacks.evaluate import evaluate, train_classifier
+    from uncertain_agents.datasets.images import ImageDataset
+
+    post = ua.make_posterior("map", in_dim=4, out_dim=2, hidden=(2,), likelihood="categorical", seed=0)
+    x, y = torch.rand(6, 4, generator=torch.Generator().manual_seed(0)), torch.tensor([0, 1] * 3)
+    # a deterministic posterior (map) skips eval_samples: 0 used to pass silently
+    with pytest.raises(ValueError, match="eval_samples must be a positive integer, got 0"):
+        evaluate({"map": post}, x, y, x, y, attacks=("fgsm",), epsilons=[0.1], eval_samples=0)
+    with pytest.raises(ValueError, match="n_samples must be a positive integer, got 0"):
+        evaluate({"map": post}, x, y, x, y, attacks=("fgsm",), epsilons=[0.1], n_samples=0)
+    data = ImageDataset("tiny", x.numpy(), y.numpy(), x.numpy(), y.numpy(), (2, 2), 2)
+    for bad in (float("inf"), 0.0, float("nan")):
+        with pytest.raises(ValueError, match="epochs must be a positive finite number"):
+            train_classifier(post, data, epochs=bad)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["bandit", "wheel", "--agent", ""], "argument --agent: expects a comma-separated list"),
+    (["bandit", "wheel", "--agent", ",,"], "argument --agent: expects a comma-separated list"),
+    (["bandit", "wheel", "--hidden", ""], "argument --hidden: expects a comma-separated list"),
+    (["attack", "--posterior", "map", "--out", "OUT", "--epochs", "inf"], "--epochs must be a positive finite number"),
+    (["attack", "--posterior", "map", "--out", "OUT", "--eval-samples", "0"], "--eval-samples must be a positive integer"),
+    (["--epochs", "3", "regress", "boston"], "--epochs is not an option of uncertain-agents itself"),
+])
+def test_cli_refuses_before_any_work(tmp_path, capsys, argv, expected):
+    from uncertain_agents.cli import main
+
+    argv = [str(tmp_path / "out") if a == "OUT" else a for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and expected in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

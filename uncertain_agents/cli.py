@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     same command again resumes. ``UNCERTAIN_AGENTS_DEBUG=1`` shows the full traceback instead.
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _check_leading_option(parser, argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -64,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as err:
         _error(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
         return 1
+
+
+def _check_leading_option(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A sub-command's option given before the command (``--epochs 3 regress``) is named,
+    instead of argparse taking its value for the command."""
+    if argv and argv[0].startswith("-") and argv[0].split("=")[0] not in ("-h", "--help", "--version"):
+        parser.error(f"{argv[0]} is not an option of uncertain-agents itself; give it after the command "
+                     f"(uncertain-agents COMMAND ... {argv[0]} ...)")
 
 
 def _error(message: str, tag: str = "error") -> None:

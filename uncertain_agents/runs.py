@@ -18,6 +18,8 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed and
     fsynced, then renamed over ``path`` (a reader sees the old file or the new one, never half)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write {path}: it is a folder; give a file path inside it")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -38,6 +38,7 @@ def run_bandit(env, agent, *, steps: int, seed: int | None,
     for method in ("act", "update"):
         if not callable(getattr(agent, method, None)):
             raise TypeError(f"agent must have an {method}() method, got {type(agent).__name__}")
+    _check_arms(env, agent)
     actions = np.empty(steps, dtype=np.int64)
     rewards = np.empty(steps)
     optimal = np.empty(steps)
@@ -65,3 +66,12 @@ def run_bandit(env, agent, *, steps: int, seed: int | None,
         frame["expected_reward"] = expected
         frame["expected_regret"] = optimal - expected
     return frame
+
+
+def _check_arms(env, agent) -> None:
+    """An agent with ``n_actions`` must have as many arms as the env's discrete action space."""
+    env_arms = getattr(getattr(env, "action_space", None), "n", None)
+    agent_arms = getattr(agent, "n_actions", None)
+    if env_arms is not None and agent_arms is not None and int(env_arms) != int(agent_arms):
+        raise ValueError(f"agent has n_actions={agent_arms} arms but the environment has {int(env_arms)}; "
+                         f"build the agent with n_actions={int(env_arms)}")

@@ -96,8 +96,10 @@ def run(args) -> int:
     for flag in ("n_attack", "batch_size", "n_samples", "steps"):
         if getattr(args, flag) <= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}")
-    if not args.epochs > 0:
-        raise ValueError(f"--epochs must be positive, got {args.epochs}")
+    if not 0 < args.epochs < float("inf"):
+        raise ValueError(f"--epochs must be a positive finite number, got {args.epochs}")
+    if args.eval_samples is not None and args.eval_samples <= 0:
+        raise ValueError(f"--eval-samples must be a positive integer, got {args.eval_samples}")
     if args.lr is not None and not args.lr > 0:
         raise ValueError(f"--lr must be positive, got {args.lr}")
     check_device(args.device)

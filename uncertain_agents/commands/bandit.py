@@ -17,7 +17,10 @@ from ..options import parse_key_value
 
 
 def _csv_list(text: str) -> list[str]:
-    return [t.strip() for t in text.split(",") if t.strip()]
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError(f"expects a comma-separated list such as a,b, got {text!r}")
+    return items
 
 
 def _option(text: str) -> tuple[str, object]:

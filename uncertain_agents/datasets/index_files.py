@@ -88,7 +88,7 @@ def _read_lines(path: Path) -> list[str]:
 
 def _parse_token(token: str, path: Path, line: int) -> int:
     if not _INTEGER.fullmatch(token):
-        raise IndexFileError(f"{path}, line {line}: {token!r} is not an integer index")
+        raise IndexFileError(f"{path}, line {line}: {token!r} is not an integer")
     return int(token)
 
 

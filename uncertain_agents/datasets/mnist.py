@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +44,11 @@ def read_idx(path: str | Path, expected_magic: int) -> np.ndarray:
             payload whose length does not match the header.
     """
     path = Path(path)
-    with gzip.open(path, "rb") as fh:
-        data = fh.read()
+    try:
+        with gzip.open(path, "rb") as fh:
+            data = fh.read()
+    except (gzip.BadGzipFile, EOFError, zlib.error) as err:
+        raise ValueError(f"{path} is not a readable gzip file ({err}); delete it and fetch it again") from None
     if len(data) < 4:
         raise ValueError(f"{path} is too short to be an IDX file")
     (magic,) = struct.unpack(">i", data[:4])

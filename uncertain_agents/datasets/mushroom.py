@@ -54,6 +54,11 @@ def parse_mushroom(path: str | os.PathLike) -> MushroomData:
     if bad:
         raise ValueError(f"{path}: row {bad[0] + 1} has {len(rows[bad[0]])} fields, expected "
                          f"{1 + len(ATTRIBUTES)} (class + 22 attributes)")
+    long_fields = [(i, j) for i, r in enumerate(rows) for j, v in enumerate(r) if len(v) != 1]
+    if long_fields:
+        i, j = long_fields[0]
+        raise ValueError(f"{path}: row {i + 1}, field {j + 1} is {rows[i][j]!r}; every field must be one "
+                         f"letter (the agaricus-lepiota coding)")
     table = np.array(rows, dtype="<U1")
     labels = table[:, 0]
     unknown = sorted(set(labels) - {"e", "p"})

@@ -37,6 +37,9 @@ class UCISplit:
 
 
 def resolve_uci_name(name: str) -> str:
+    """The canonical folder name of a UCI data set (aliases such as ``boston`` work)."""
+    if not isinstance(name, str):
+        raise TypeError(f"UCI data set name must be a string such as 'bostonHousing', got {name!r}")
     key = ALIASES.get(name.lower(), name)
     if key not in UCI_DATASETS:
         raise ValueError(f"unknown UCI data set {name!r}; valid: {', '.join(UCI_DATASETS)} "

@@ -247,7 +247,7 @@ class Posterior(TrainingUnits, nn.Module):
         Inputs are processed in chunks so that no hidden activation tensor exceeds
         ``max_elements`` entries.
         """
-        fs = self.sample(n_samples, generator=generator)
+        fs = self.sample(check_positive_int(n_samples, "n_samples"), generator=generator)
         x = check_inputs(x, self.spec.in_dim, device=self.device)
         width = max(self.spec.widths)
         chunk = max(1, max_elements // (n_samples * width))
