@@ -53,6 +53,17 @@ EXPECTED = (ValueError, TypeError, FileNotFoundError, IsADirectoryError, NotADir
             ResetNeeded)
 CASE_SECONDS = 60
 RESULTS = Path(__file__).resolve().parent / "results" / "bad_input_cases.md"
+#: Where a case's bad outcome lives when the fix belongs to a module another change owns.
+WHERE = {
+    "device tpu": "uncertain_agents/registry.py (make_posterior calls torch.device unchecked)",
+    "map_location tpu": "uncertain_agents/registry.py (load_posterior moves to map_location unchecked)",
+    "path None": "uncertain_agents/registry.py (load_posterior passes path to Path unchecked)",
+    "path is a number": "uncertain_agents/registry.py (load_posterior passes path to Path unchecked)",
+    "make_agent n_actions 2.7": "uncertain_agents/agents/factory.py (make_agent truncates with int())",
+    "make_agent n_actions '3'": "uncertain_agents/agents/factory.py (make_agent converts with int())",
+    "make_agent context_dim 2.5": "uncertain_agents/agents/factory.py (make_agent truncates with int())",
+    "make_agent context_dim 0": "uncertain_agents/agents/factory.py (the error comes from MLPSpec as in_dim)",
+}
 
 
 class CaseTimeout(BaseException):
@@ -956,8 +967,8 @@ def write_markdown(table: pd.DataFrame, outcomes: list[Outcome], path: Path, com
              f"Produced by `{command}` (in-process CLI calls and public-API calls on files built in a "
              "temporary folder; offline).", "",
              "A **clear error** is an exception of an expected type (ValueError, TypeError, FileNotFoundError, "
-             "IsADirectoryError, NotADirectoryError, IndexError, gymnasium's ResetNeeded) whose one-line message names the offending argument or file "
-             "(for the CLI: a non-zero exit with a one-line `error:` naming it, no traceback), or the documented "
+             "IsADirectoryError, NotADirectoryError, IndexError, gymnasium's ResetNeeded) whose one-line message "
+             "names the offending argument or file (for the CLI: a non-zero exit with a one-line `error:` naming it, no traceback), or the documented "
              "warning; anything else is a **bad outcome**.", "",
              "| category | cases | clear error | bad outcome |", "| --- | ---: | ---: | ---: |"]
     for name, row in table.iterrows():
@@ -968,7 +979,8 @@ def write_markdown(table: pd.DataFrame, outcomes: list[Outcome], path: Path, com
     bad = [o for o in outcomes if not o.clear]
     lines += ["", "## Bad outcomes", ""]
     if bad:
-        lines += [f"* **{o.case.category} — {o.case.label}**: {escape_md(o.detail)}" for o in bad]
+        lines += [f"* **{o.case.category} — {o.case.label}**: {escape_md(o.detail)}"
+                  + (f" — in {WHERE[o.case.label]}" if o.case.label in WHERE else "") for o in bad]
     else:
         lines.append("None.")
     lines += ["", "## Every case", "", "| category | case | answer |", "| --- | --- | --- |"]
@@ -1004,6 +1016,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for case in cases:
                 outcome = classify(case)
+                outcome.detail = outcome.detail.replace(tmp, "$TMP")  # the same report on every run
                 outcomes.append(outcome)
                 if args.verbose or not outcome.clear:
                     mark = "ok " if outcome.clear else "BAD"

@@ -225,7 +225,8 @@ def test_attack_evaluate_checks_sample_counts_and_epochs():
     (["bandit", "wheel", "--agent", ",,"], "argument --agent: expects a comma-separated list"),
     (["bandit", "wheel", "--hidden", ""], "argument --hidden: expects a comma-separated list"),
     (["attack", "--posterior", "map", "--out", "OUT", "--epochs", "inf"], "--epochs must be a positive finite number"),
-    (["attack", "--posterior", "map", "--out", "OUT", "--eval-samples", "0"], "--eval-samples must be a positive integer"),
+    (["attack", "--posterior", "map", "--out", "OUT", "--eval-samples", "0"],
+     "--eval-samples must be a positive integer"),
     (["--epochs", "3", "regress", "boston"], "--epochs is not an option of uncertain-agents itself"),
 ])
 def test_cli_refuses_before_any_work(tmp_path, capsys, argv, expected):
