@@ -240,3 +240,33 @@ def test_cli_refuses_before_any_work(tmp_path, capsys, argv, expected):
     err = " ".join(capsys.readouterr().err.split())
     assert code == 2 and expected in err and "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------ devices, paths, agent sizes
+@pytest.mark.parametrize("device", ["tpu", "not-a-device", 3.5])
+def test_make_posterior_names_a_bad_device(device):
+    with pytest.raises(ValueError, match="device"):
+        ua.make_posterior("mfvi", in_dim=2, out_dim=1, device=device)
+
+
+def test_load_posterior_names_a_bad_path_or_map_location(tmp_path):
+    for path in (None, 3):
+        with pytest.raises(TypeError, match="path must be a file path"):
+            ua.load_posterior(path)
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(4,), seed=0)
+    post.save(tmp_path / "p.pt")
+    with pytest.raises(ValueError, match="map_location"):
+        ua.load_posterior(tmp_path / "p.pt", map_location="tpu")
+
+
+@pytest.mark.parametrize("n_actions", [2.7, 2.0, "3", True, 1])
+def test_make_agent_refuses_a_non_integer_arm_count(n_actions):
+    from uncertain_agents.agents import make_agent
+    with pytest.raises(ValueError, match="n_actions must be an integer >= 2"):
+        make_agent("uniform", n_actions=n_actions, context_dim=2)
+
+
+def test_make_agent_names_context_dim():
+    from uncertain_agents.agents import make_agent
+    with pytest.raises(ValueError, match="context_dim must be a positive integer"):
+        make_agent("thompson", n_actions=2, context_dim=0, posterior="mfvi")

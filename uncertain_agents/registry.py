@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pkgutil
 from pathlib import Path
 from typing import Callable, Generic, Iterator, TypeVar
@@ -16,6 +17,7 @@ from typing import Callable, Generic, Iterator, TypeVar
 import torch
 
 from .network import MLPSpec
+from .validation import check_device
 
 T = TypeVar("T")
 
@@ -188,9 +190,7 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activa
         hidden = tuple(hidden)
     except TypeError:
         raise TypeError(f"hidden must be a sequence of layer widths, got {hidden!r}") from None
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available")
+    device = check_device(device)
     spec = MLPSpec(in_dim, out_dim, hidden, activation)
     post = cls(spec, likelihood, device=device, seed=seed, **method_kwargs)
     post.config = {"name": key, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
@@ -213,7 +213,11 @@ def load_posterior(path, map_location=None):
         path: the file.
         map_location: device to load onto (default: CPU).
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a file path (str or os.PathLike), got {type(path).__name__}")
     path = Path(path)
+    if map_location is not None:
+        map_location = check_device(map_location, "map_location")
     if not path.is_file():
         raise FileNotFoundError(f"no saved posterior at {path}")
     try:

@@ -50,6 +50,23 @@ def check_inputs(x, in_dim: int, *, device, name: str = "x") -> Tensor:
     return t
 
 
+def check_device(value, name: str = "device") -> torch.device:
+    """A torch device that exists on this machine: ``cpu`` or ``cuda[:N]`` (a string or a
+    ``torch.device``); anything else is a ``ValueError`` naming ``name``."""
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError, TypeError):
+        raise ValueError(f"{name} must be a torch device such as cpu, cuda or cuda:0, got {value!r}") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name}={value!r}: CUDA is not available on this machine (use cpu)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"{name}={value!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"{name} must be cpu or cuda[:N], got {value!r}")
+    return device
+
+
 def check_positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")

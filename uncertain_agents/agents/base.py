@@ -7,6 +7,20 @@ import numbers
 import numpy as np
 
 
+def check_n_actions(n_actions) -> int:
+    """The number of arms: an integer >= 2 (never truncated from a float)."""
+    if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 2:
+        raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
+    return int(n_actions)
+
+
+def check_context_dim(context_dim) -> int:
+    """The width of a context: a positive integer."""
+    if isinstance(context_dim, bool) or not isinstance(context_dim, (int, np.integer)) or context_dim <= 0:
+        raise ValueError(f"context_dim must be a positive integer, got {context_dim!r}")
+    return int(context_dim)
+
+
 class Agent:
     """A contextual-bandit agent: ``act(context) -> int``, ``update(context, action, reward)``.
 
@@ -19,13 +33,8 @@ class Agent:
     name = "agent"
 
     def __init__(self, n_actions: int, context_dim: int | None):
-        if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)) or n_actions < 2:
-            raise ValueError(f"n_actions must be an integer >= 2, got {n_actions!r}")
-        if context_dim is not None and (isinstance(context_dim, bool)
-                                        or not isinstance(context_dim, (int, np.integer)) or context_dim <= 0):
-            raise ValueError(f"context_dim must be a positive integer, got {context_dim!r}")
-        self.n_actions = int(n_actions)
-        self.context_dim = None if context_dim is None else int(context_dim)
+        self.n_actions = check_n_actions(n_actions)
+        self.context_dim = None if context_dim is None else check_context_dim(context_dim)
 
     def act(self, context) -> int:
         raise NotImplementedError

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..registry import Registry, make_posterior, resolve_name
-from .base import Agent
+from .base import Agent, check_context_dim, check_n_actions
 from .baselines import Greedy, Uniform
 from .linear import LinearThompson, NeuralLinear
 from .protocols import BanditProtocol, get_protocol
@@ -102,7 +102,7 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
                     train_steps=proto.train_steps if train_steps is None else train_steps,
                     batch_size=proto.batch_size if batch_size is None else batch_size,
                     initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
-    settings = AgentSettings(n_actions=int(n_actions), context_dim=int(context_dim), protocol=proto,
+    settings = AgentSettings(n_actions=check_n_actions(n_actions), context_dim=check_context_dim(context_dim), protocol=proto,
                              hidden=proto.hidden if hidden is None else hidden, activation=activation,
                              schedule=schedule, lr=proto.lr if lr is None else lr, device=device, seed=seed,
                              posterior=posterior, posterior_options=dict(posterior_options or {}))

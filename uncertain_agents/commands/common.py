@@ -21,19 +21,9 @@ def check_threads(value: int | None, *, default: int | None = None) -> tuple[int
 
 def check_device(text: str) -> str:
     """``--device``: a torch device that exists on this machine."""
-    import torch
+    from ..validation import check_device as check_torch_device
 
-    try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"--device must be a torch device such as cpu, cuda or cuda:0, got {text!r}") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"--device {text}: CUDA is not available on this machine (use --device cpu)")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    elif device.type != "cpu":
-        raise ValueError(f"--device must be cpu or cuda[:N], got {text!r}")
+    check_torch_device(text, "--device")
     return text
 
 
