@@ -313,6 +313,33 @@ def test_agent_fixes_raw_units_and_bandit_prior_no_hidden_overrides():
         ThompsonSampling(_posterior(), 3, reward_scale=0.0)
 
 
+def test_bandit_defaults_apply_only_to_options_the_user_left_alone(tmp_path):
+    """dropout-alpha's documented bandit value (no input dropout) is set by the agent, the
+    weight decay is re-derived from it, the saved configuration records it, and an explicit
+    choice of the user is kept."""
+    post = ua.make_posterior("dropout-alpha", in_dim=2, out_dim=3, hidden=(8,), seed=0)
+    regression = ua.make_posterior("dropout-alpha", in_dim=2, out_dim=3, hidden=(8,), seed=0)
+    assert post.rates[0] == 0.1 and type(post).bandit_defaults == {"input_dropout": 0.0}
+    ThompsonSampling(post, 3, seed=0)
+    assert post.input_dropout == 0.0 and post.rates[0] == 0.0 and post.config["input_dropout"] == 0.0
+    first = post.spec.layer_shapes[0][0] * post.spec.layer_shapes[0][1]   # input-layer weights
+    regression.set_prior_std(1.0)
+    torch.testing.assert_close(post.decay[:first], regression.decay[:first] / 0.9)   # keep 1 instead of 0.9
+    torch.testing.assert_close(post.decay[first:], regression.decay[first:])
+    post.save(tmp_path / "p.pt")
+    assert ua.load_posterior(tmp_path / "p.pt").input_dropout == 0.0
+    mine = ua.make_posterior("dropout-alpha", in_dim=2, out_dim=3, hidden=(8,), seed=0, input_dropout=0.1)
+    ThompsonSampling(mine, 3, seed=0)
+    assert mine.input_dropout == 0.1
+    for name in ("mfvi", "fsvgd", "ensemble"):          # methods without bandit values are untouched
+        other = ua.make_posterior(name, in_dim=2, out_dim=3, hidden=(8,), seed=0)
+        assert other.use_bandit_defaults() == {}
+    fitted = ua.make_posterior("dropout-alpha", in_dim=2, out_dim=3, hidden=(8,), seed=0)
+    fitted.fit(torch.zeros(4, 2), torch.zeros(4, 3), steps=1)
+    with pytest.raises(ValueError, match="before the first fit"):
+        fitted.use_bandit_defaults()
+
+
 def test_python_posterior_in_thompson_sampling_acts_like_the_cli(tmp_path):
     """make_posterior defaults + ThompsonSampling = `uncertain-agents bandit` with the same seed."""
     import pandas as pd

@@ -44,7 +44,9 @@ class PosteriorAgent(Agent):
         seed: seeds the agent's draws from the posterior.
 
     Before the first fit the agent fixes the posterior's training units (unless they are
-    already fixed): ``posterior.set_prior_std(prior_std)`` when its prior is the default, then
+    already fixed): ``posterior.set_prior_std(prior_std)`` when its prior is the default,
+    ``posterior.use_bandit_defaults()`` (the method's documented bandit values of options the
+    user left at their defaults, e.g. no input dropout for ``dropout-alpha``), then
     ``posterior.set_units(x_loc=0, x_scale=1, y_loc=0, y_scale=reward_scale)``. Contexts are
     used as they come and rewards are never standardised per arm, because an arm that has
     only paid ≈1 would get a reward scale of ≈0.05 and its posterior could never reach the
@@ -79,6 +81,7 @@ class PosteriorAgent(Agent):
         if not posterior.units_are_fixed:
             if posterior.has_default_prior:
                 posterior.set_prior_std(self.prior_std)
+            posterior.use_bandit_defaults()
             posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=self.reward_scale)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")

@@ -68,6 +68,10 @@ class Posterior(TrainingUnits, nn.Module):
     default_lr: ClassVar[float] = 1e-3
     #: Default weight prior std per likelihood (``None``: ``1/sqrt(fan_in)`` per layer).
     default_prior_std: ClassVar[dict[str, float | None]] = DEFAULT_PRIOR_STD
+    #: Option values the method takes when an agent acts on its samples (Thompson sampling),
+    #: for options the user left at their defaults; applied by :meth:`use_bandit_defaults`.
+    #: Empty for most methods: their defaults hold in every job.
+    bandit_defaults: ClassVar[dict[str, object]] = {}
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, device="cpu",
                  seed: int | None = None, prior_std: float | None = None,
@@ -193,6 +197,26 @@ class Posterior(TrainingUnits, nn.Module):
         self.prior_std.fill_(value)
         self.config["prior_std"] = value
         self._on_prior_change()
+
+    def use_bandit_defaults(self) -> dict[str, object]:
+        """Switch every option of :attr:`bandit_defaults` that the user did not choose to its
+        bandit value; returns what changed. The bandit agents call it once, before the first
+        fit; the saved configuration records the values.
+
+        Raises:
+            ValueError: once the first fit has fixed the training units.
+        """
+        changed = {k: v for k, v in self.bandit_defaults.items() if k not in self.config}
+        if changed and self.units_are_fixed:
+            raise ValueError(f"{self.name}: use_bandit_defaults must be called before the first fit")
+        for key, value in changed.items():
+            self._set_option(key, value)
+            self.config[key] = value
+        return changed
+
+    def _set_option(self, key: str, value) -> None:
+        """Hook of :meth:`use_bandit_defaults`: change option ``key`` of a fresh posterior."""
+        raise NotImplementedError(f"{self.name} cannot change option {key!r} after construction")
 
     # ------------------------------------------------------------------- fit
     def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,

@@ -51,11 +51,17 @@ class DropoutAlpha(Posterior):
         train_samples: K, dropout masks per example and step (default 10).
         dropout: rate ``p`` before every hidden dense layer (default 0.05).
         input_dropout: rate on the network input (default 0.1; light input dropout keeps a
-            learned regression noise from collapsing on small data sets).
+            learned regression noise from collapsing on small data sets). Under a bandit
+            agent the default is 0 (:attr:`bandit_defaults`): a Thompson sample is one mask
+            set, and an input mask makes that function blind to whole context features — on
+            the 2-feature wheel one sample in five ignores a coordinate. Measured with the
+            plug-in matrix's protocol (3,000 decisions, trials 0–4, normalised regret): wheel
+            δ = 0.5 32.8 → 21.5, mushroom 19.0 → 15.9 (docs/plug_in.md).
         prior_std: weight prior std, i.e. ``1/l`` (default ``1/sqrt(fan_in)``).
     """
 
     name = "dropout-alpha"
+    bandit_defaults = {"input_dropout": 0.0}
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, alpha: float = 0.5,
                  train_samples: int = 10, dropout: float = 0.05, input_dropout: float = 0.1,
@@ -67,10 +73,20 @@ class DropoutAlpha(Posterior):
         self.train_samples = check_positive_int(train_samples, "train_samples")
         self.dropout = _check_rate(dropout, "dropout")
         self.input_dropout = _check_rate(input_dropout, "input_dropout")
-        n_layers = len(spec.layer_shapes)
-        self.rates: tuple[float, ...] = (self.input_dropout,) + (self.dropout,) * (n_layers - 1)
+        self.rates = self._layer_rates()
         self.params = nn.Parameter(spec.init_params(1, generator=self._init_generator)[0])
         self.register_buffer("decay", self._weight_decay())
+
+    def _layer_rates(self) -> tuple[float, ...]:
+        """Dropout rate before each dense layer: the input's, then the hidden layers'."""
+        return (self.input_dropout,) + (self.dropout,) * (len(self.spec.layer_shapes) - 1)
+
+    def _set_option(self, key: str, value) -> None:
+        if key != "input_dropout":
+            super()._set_option(key, value)
+        self.input_dropout = _check_rate(value, "input_dropout")
+        self.rates = self._layer_rates()
+        self.decay.copy_(self._weight_decay())
 
     def _weight_decay(self) -> Tensor:
         """``[D]`` l²(1−p)/2 per weight entry (divided by N at each step); zero for biases."""
