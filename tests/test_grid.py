@@ -142,3 +142,16 @@ def test_bad_executor_arguments(tmp_path):
         run_grid(toy_spec(), tmp_path, executor="slurm")
     with pytest.raises(ValueError, match="workers"):
         run_grid(toy_spec(), tmp_path, workers=0)
+
+
+def test_atomic_writes_get_the_usual_file_mode(tmp_path):
+    """Result files are readable like any file the process creates (mkstemp alone gives 0600)."""
+    import os
+
+    from uncertain_agents.runs import atomic_write_text
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "cell.json", "{}")
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644

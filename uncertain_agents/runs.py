@@ -27,11 +27,19 @@ def atomic_write_bytes(path, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _default_file_mode())   # mkstemp makes 0600; results are shared files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _default_file_mode() -> int:
+    """The mode ``open()`` would give a new file: 0o666 less the process umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def atomic_write_text(path, text: str) -> Path:
