@@ -155,3 +155,14 @@ def test_atomic_writes_get_the_usual_file_mode(tmp_path):
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_results_page_names_the_recorded_command_and_commit():
+    from uncertain_agents.grid import recorded_commands
+    record = {"manifest": {"argv": ["/usr/bin/uncertain-agents", "grid", "run", "s.toml", "--out", "d"],
+                           "git_commit": "0123456789abcdef"}}
+    other = {"manifest": {"argv": ["/x/uncertain-agents", "grid", "run", "s.toml", "--out", "d", "--workers", "2"]}}
+    text = recorded_commands([record, record, other])
+    assert text.splitlines()[0] == "uncertain-agents grid run s.toml --out d    # commit 0123456789"
+    assert "--workers 2" in text.splitlines()[1]
+    assert recorded_commands([{"manifest": {}}]) is None

@@ -123,8 +123,27 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         atomic_write_text(out / "table.csv", table.to_csv(index=False))
         atomic_write_text(out / "table.md", to_markdown(shown))
     if markdown is not None:
-        atomic_write_text(Path(markdown), results_page(spec, shown, len(records), len(cells), command))
+        page = results_page(spec, shown, len(records), len(cells), command or recorded_commands(records))
+        atomic_write_text(Path(markdown), page)
     return table
+
+
+def recorded_commands(records: list[dict]) -> str | None:
+    """The ``grid run`` command lines (program name shortened) and git commits recorded in the
+    cells' manifests, one line each, most cells first; ``None`` when no cell recorded one."""
+    counts: dict[str, int] = {}
+    for record in records:
+        manifest = record.get("manifest") or {}
+        argv = manifest.get("argv")
+        if not argv:
+            continue
+        line = " ".join([Path(str(argv[0])).name, *map(str, argv[1:])])
+        if manifest.get("git_commit"):
+            line += f"    # commit {str(manifest['git_commit'])[:10]}"
+        counts[line] = counts.get(line, 0) + 1
+    if not counts:
+        return None
+    return "\n    ".join(sorted(counts, key=counts.get, reverse=True))
 
 
 def results_page(spec: GridSpec, shown: pd.DataFrame, finished: int, total: int, command: str | None) -> str:
