@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..registry import Registry, resolve_name
 from ..runs import atomic_write_bytes
+from ..validation import check_positive_int
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
 from .run import run_bandit
 
@@ -84,7 +85,7 @@ def agent_specs(agents: list[str], posteriors: list[str], options: dict | None =
 def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials: int, seed: int = 0,
                    delta: float = 0.95, data_dir=None, download: bool = True, protocol: str = "default",
                    hidden=None, train_every: int | None = None, train_steps=None, batch_size: int | None = None,
-                   lr: float | None = None, device="cpu",
+                   lr: float | None = None, device="cpu", workers: int = 1,
                    progress: Callable[[str, int], None] | None = None,
                    on_run: Callable[[pd.DataFrame], None] | None = None,
                    completed: Callable[[str, int], pd.DataFrame | None] | None = None) -> pd.DataFrame:
@@ -93,46 +94,99 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     Agents are built by :func:`make_agent` under ``protocol``; settings left as ``None``
     come from the protocol.
 
-    ``progress(label, k)`` is called as steps complete; ``on_run(frame)`` after every run.
-    ``completed(label, trial)`` may return the frame of a run finished earlier (a resumed
-    run), which is then used instead of running it again: every run is seeded by its trial
-    alone, so the result is the same.
+    ``workers > 1`` runs the (agent, trial) runs in that many worker processes (spawned,
+    one torch thread each); every run is seeded by its trial alone, so the steps are the
+    same as one by one (only ``seconds`` differs), returned in the same order.
+
+    ``progress(label, k)`` is called as steps complete (with ``workers > 1``: once per run,
+    when it finishes); ``on_run(frame)`` after every run. ``completed(label, trial)`` may
+    return the frame of a run finished earlier (a resumed run), which is then used instead
+    of running it again.
     """
+    workers = check_positive_int(workers, "workers")
     mushroom_data = None
     if resolve_env(env_name) == "mushroom":
         from ..datasets.mushroom import load_mushroom
 
         mushroom_data = load_mushroom(data_dir, download=download)
-    frames = []
+    settings = dict(env_name=env_name, steps=steps, delta=delta, mushroom_data=mushroom_data, protocol=protocol,
+                    hidden=hidden, train_every=train_every, train_steps=train_steps, batch_size=batch_size,
+                    lr=lr, device=device)
+    frames: dict[tuple[int, int], pd.DataFrame] = {}
+    pending: list[tuple[int, int]] = []
     for trial in range(trials):
-        trial_seed = seed + trial
-        for spec in specs:
+        for i, spec in enumerate(specs):
             done = None if completed is None else completed(spec.label, trial)
-            if done is not None:
-                frames.append(done)
-                if progress is not None:
-                    progress(spec.label, steps)
+            if done is None:
+                pending.append((trial, i))
                 continue
-            env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
-            agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
-                               context_dim=env.observation_space.shape[0], posterior=spec.posterior,
-                               posterior_options=spec.options, protocol=protocol, hidden=hidden,
-                               train_every=train_every,
-                               train_steps=train_steps, batch_size=batch_size, lr=lr, device=device,
-                               seed=trial_seed)
-            tick = None if progress is None else (lambda k, label=spec.label: progress(label, k))
-            t0 = time.perf_counter()
-            frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick)
-            frame.insert(0, "seed", trial_seed)
-            frame.insert(0, "trial", trial)
-            frame.insert(0, "posterior", spec.posterior or "")
-            frame.insert(0, "agent", spec.agent)
-            frame.insert(0, "label", spec.label)
-            frame["seconds"] = time.perf_counter() - t0
-            frames.append(frame)
-            if on_run is not None:
-                on_run(frame)
-    return pd.concat(frames, ignore_index=True)
+            frames[trial, i] = done
+            if progress is not None:
+                progress(spec.label, steps)
+
+    def finish(key: tuple[int, int], frame: pd.DataFrame) -> None:
+        frames[key] = frame
+        if on_run is not None:
+            on_run(frame)
+
+    if workers == 1 or len(pending) <= 1:
+        for trial, i in pending:
+            label = specs[i].label
+            tick = None if progress is None else (lambda k, label=label: progress(label, k))
+            finish((trial, i), _run_one(specs[i], trial, seed + trial, tick=tick, **settings))
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        pool = ProcessPoolExecutor(min(workers, len(pending)), mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_worker_init)
+        try:
+            futures = {pool.submit(_run_one, specs[i], trial, seed + trial, **settings): (trial, i)
+                       for trial, i in pending}
+            for future in as_completed(futures):
+                key = futures[future]
+                finish(key, future.result())
+                if progress is not None:
+                    progress(specs[key[1]].label, steps)
+        except BaseException:          # Ctrl-C or a failed run: stop the workers now, keep what finished
+            pool.shutdown(wait=False, cancel_futures=True)
+            for child in multiprocessing.active_children():
+                child.terminate()
+            raise
+        pool.shutdown()
+    return pd.concat([frames[key] for key in sorted(frames)], ignore_index=True)
+
+
+def _worker_init() -> None:
+    """Worker-process initializer: one torch thread per process (workers share the cores), and
+    Ctrl-C is left to the parent, which stops the workers and keeps the finished runs."""
+    import signal
+
+    import torch
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+
+
+def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, steps: int, delta: float,
+             mushroom_data, protocol, hidden, train_every, train_steps, batch_size, lr, device,
+             tick: Callable[[int], None] | None = None) -> pd.DataFrame:
+    """One agent for one trial: environment and agent seeded by ``trial_seed``."""
+    env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
+    agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
+                       context_dim=env.observation_space.shape[0], posterior=spec.posterior,
+                       posterior_options=spec.options, protocol=protocol, hidden=hidden,
+                       train_every=train_every, train_steps=train_steps, batch_size=batch_size, lr=lr,
+                       device=device, seed=trial_seed)
+    t0 = time.perf_counter()
+    frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick)
+    frame.insert(0, "seed", trial_seed)
+    frame.insert(0, "trial", trial)
+    frame.insert(0, "posterior", spec.posterior or "")
+    frame.insert(0, "agent", spec.agent)
+    frame.insert(0, "label", spec.label)
+    frame["seconds"] = time.perf_counter() - t0
+    return frame
 
 
 def summarize(steps: pd.DataFrame) -> pd.DataFrame:

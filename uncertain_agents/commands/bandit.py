@@ -63,6 +63,9 @@ def register(sub) -> None:
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: bandit refits are tiny, extra threads only contend; "
                         "at most the cores this process may use)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="run the trials in this many worker processes (one torch thread each; at most the "
+                        "cores this process may use); the results are the same as one by one")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
@@ -81,6 +84,7 @@ def run(args) -> int:
     # every argument is checked before any work starts
     env_name = resolve_env(args.env)
     threads, note = check_threads(args.threads)
+    workers, workers_note = check_threads(args.workers, name="--workers")
     for name in ("steps", "trials"):
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name} must be a positive integer, got {getattr(args, name)}")
@@ -109,8 +113,9 @@ def run(args) -> int:
     out = args.out or Path("runs") / f"bandit-{env_name}"
     folder = RunFolder(out, config, force=args.force)
     console = Console()
-    if note:
-        console.print(note)
+    for line in (note, workers_note):
+        if line:
+            console.print(line)
     torch.set_num_threads(threads)
     units = {(s.label, t): unit_name(s.label, f"trial{t}") for s in specs for t in range(args.trials)}
     finished = sum(name in set(folder.finished()) for name in units.values())
@@ -128,7 +133,8 @@ def run(args) -> int:
                                delta=args.delta, data_dir=args.data_dir, download=args.download,
                                protocol=args.protocol, hidden=args.hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
-                               batch_size=args.batch_size, lr=args.lr, device=args.device, progress=tick,
+                               batch_size=args.batch_size, lr=args.lr, device=args.device, workers=workers,
+                               progress=tick,
                                on_run=lambda f: folder.save_frame(units[f["label"].iloc[0], int(f["trial"].iloc[0])], f),
                                completed=lambda label, trial: folder.load_frame(units[label, trial]))
     summary = summarize(steps)

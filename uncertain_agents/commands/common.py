@@ -6,16 +6,17 @@ import re
 from ..runs import available_cores
 
 
-def check_threads(value: int | None, *, default: int | None = None) -> tuple[int, str | None]:
-    """``--threads``: a positive integer, at most the cores this process may use (larger values
-    are lowered to that, with a note). ``None`` gives ``default`` or every available core."""
+def check_threads(value: int | None, *, default: int | None = None, name: str = "--threads") -> tuple[int, str | None]:
+    """``--threads`` (or another per-core count, ``name``): a positive integer, at most the cores
+    this process may use (larger values are lowered to that, with a note). ``None`` gives
+    ``default`` or every available core."""
     cores = available_cores()
     if value is None:
         return min(default or cores, cores), None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"--threads must be a positive integer, got {value!r}")
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value > cores:
-        return cores, f"--threads {value} lowered to {cores}, the cores this process may use"
+        return cores, f"{name} {value} lowered to {cores}, the cores this process may use"
     return value, None
 
 
