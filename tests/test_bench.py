@@ -1,0 +1,81 @@
+"""``uncertain-agents bench``: a tiny run gives the table and the JSON; bad arguments fail first.
+
+Never asserts on timings (only that they are positive and finite)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from uncertain_agents.bench import NETWORKS, interleaved, make_batch, plain_step_fn
+from uncertain_agents.cli import main
+
+
+@pytest.fixture(autouse=True)
+def _restore_threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_tiny_run_prints_table_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = main(["bench", "--network", "boston", "--posteriors", "mfvi", "map", "--rounds", "1", "--steps", "2",
+               "--act-calls", "20", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    for text in ("posterior", "plain PyTorch", "mfvi", "map", "13-50-1"):
+        assert text in printed
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["torch_version"] == torch.__version__
+    assert result["threads"] >= 1 and result["network"]["name"] == "boston" and result["network"]["batch"] == 32
+    assert result["manifest"]["argv"] and "git_commit" in result["manifest"]
+    assert [e["posterior"] for e in result["posteriors"]] == ["mfvi", "map"]
+    for entry in result["posteriors"]:
+        for key in ("step_us", "step_ratio", "predict_ms", "predict_ratio", "act_median_us", "act_mean_us"):
+            assert math.isfinite(entry[key]) and entry[key] > 0, (entry["posterior"], key)
+    assert result["plain"]["step_us"] > 0 and result["plain"]["predict_ms"] > 0
+    assert not list(tmp_path.glob(".*.tmp"))  # atomic write left no temporary file
+
+
+def test_comma_list_aliases_and_peers_note(tmp_path, capsys):
+    out = tmp_path / "b.json"
+    rc = main(["bench", "--network", "boston", "--posteriors", "map,map", "--rounds", "1", "--steps", "1",
+               "--act-calls", "5", "--peers", "--threads", "64", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert [e["posterior"] for e in result["posteriors"]] == ["map"]
+    assert result["peers"]["requested"] is True
+    for peer in result["peers"]["skipped"]:
+        assert peer.replace("_", "-") in printed
+    assert "lowered" in printed  # --threads capped at the cores
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--posteriors", "nope"], "unknown posterior 'nope'"),
+    (["--network", "cifar"], "unknown network 'cifar'"),
+    (["--rounds", "0"], "--rounds must be a positive integer"),
+    (["--steps", "-1"], "--steps must be a positive integer"),
+    (["--threads", "0"], "--threads must be a positive integer"),
+])
+def test_bad_arguments_exit_2_before_any_work(tmp_path, capsys, argv, message):
+    out = tmp_path / "b.json"
+    rc = main(["bench", "--network", "boston", "--rounds", "1", "--steps", "1", *argv, "--out", str(out)])
+    assert rc == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+    assert captured.out == "" and not out.exists()
+
+
+def test_interleaved_gives_one_sample_per_round_and_candidate():
+    net = NETWORKS["mnist"]
+    x, y = make_batch(net, 8)
+    assert y.dtype == torch.int64 and x.shape == (8, 784)
+    samples = interleaved({"a": plain_step_fn(NETWORKS["boston"], *make_batch(NETWORKS["boston"], 4), steps=1),
+                           "b": lambda: None}, rounds=3, warmup=0)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
+    assert all(t >= 0 for v in samples.values() for t in v)

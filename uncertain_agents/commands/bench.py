@@ -1,0 +1,113 @@
+"""``uncertain-agents bench``: each posterior's training step and ``predict`` as a ratio to a plain
+PyTorch MLP of the same size, and Thompson sampling's ``act`` latency, in one interleaved run.
+
+Prints a table and, with ``--out FILE.json``, writes the figures (with the device, torch version,
+threads and the run manifest). The measuring lives in :mod:`uncertain_agents.bench`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def _csv_or_space_list(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def register(sub) -> None:
+    from ..bench import NETWORKS
+
+    nets = ", ".join(f"{n} ({net.label}, batch {net.batch})" for n, net in NETWORKS.items())
+    p = sub.add_parser("bench", help="time each posterior's training step, predict and act against plain PyTorch",
+                       description="Time each posterior's training step (through Posterior.fit) and predict as a "
+                                   "ratio to a plain PyTorch MLP of the same size trained with Adam on the same "
+                                   "batch, and Thompson sampling's act latency; candidates are interleaved round "
+                                   "by round and the median is reported.")
+    p.add_argument("--network", default="bandit", help=f"network to time: {nets} (default bandit)")
+    p.add_argument("--posteriors", nargs="+", default=None, metavar="NAME",
+                   help="posteriors to time, space- or comma-separated (default: every registered one)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported (default 3)")
+    p.add_argument("--steps", type=int, default=20, help="optimiser steps per training timing (default 20)")
+    p.add_argument("--act-calls", type=int, default=500, help="act calls timed per posterior (default 500)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default 2, at most the cores this process may use)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--peers", action="store_true",
+                   help="also time bayesian-torch and pyro mean-field VI steps when they are installed")
+    p.add_argument("--out", type=Path, default=None, help="write the figures to this JSON file")
+    p.set_defaults(func=run)
+
+
+def check_args(args) -> tuple[list[str], int, str | None]:
+    """Every argument checked before any work: the posterior names, threads (and its note)."""
+    from ..bench import get_network
+    from ..registry import available_posteriors, resolve_name
+    from .common import check_device, check_threads
+
+    get_network(args.network)
+    for name in ("rounds", "steps", "act_calls"):
+        value = getattr(args, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    names = _csv_or_space_list(args.posteriors) if args.posteriors else available_posteriors()
+    if not names:
+        raise ValueError("--posteriors needs at least one name (see `uncertain-agents list`)")
+    resolved = []
+    for name in names:
+        try:
+            resolved.append(resolve_name(name))
+        except (KeyError, ValueError):
+            raise ValueError(f"unknown posterior {name!r}; choose from {', '.join(available_posteriors())}") from None
+    threads, note = check_threads(args.threads, default=2)
+    check_device(args.device)
+    if args.out is not None and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a folder; give a file path such as {Path(args.out) / 'bench.json'}")
+    return list(dict.fromkeys(resolved)), threads, note
+
+
+def run(args) -> int:
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bench import available_peers, get_network, run_bench
+    from ..runs import atomic_write_text, run_manifest
+
+    names, threads, note = check_args(args)
+    net = get_network(args.network)
+    console = Console()
+    if note:
+        console.print(note)
+    torch.set_num_threads(threads)
+    if args.peers:
+        missing = [name for name, ok in available_peers().items() if not ok]
+        if missing:
+            console.print(f"peers skipped (not installed): {', '.join(n.replace('_', '-') for n in missing)}")
+    with console.status("measuring") as status:
+        result = run_bench(args.network, names, rounds=args.rounds, steps=args.steps, act_calls=args.act_calls,
+                           peers=args.peers, device=args.device, progress=lambda text: status.update(text))
+    result["manifest"] = run_manifest()
+
+    table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}, "
+                        f"{result['threads']} threads, median of {args.rounds} interleaved rounds × "
+                        f"{args.steps} steps")
+    for col in ("posterior", "step µs", "ratio to plain", "predict ms", "ratio", "act µs (median)"):
+        table.add_column(col, justify="left" if col == "posterior" else "right")
+    plain = result["plain"]
+    table.add_row("plain PyTorch MLP (Adam)", f"{plain['step_us']:.0f}", "1.00×", f"{plain['predict_ms']:.1f}",
+                  "1.00×", "")
+    for e in result["posteriors"]:
+        table.add_row(e["posterior"], f"{e['step_us']:.0f}", f"{e['step_ratio']:.2f}×", f"{e['predict_ms']:.1f}",
+                      f"{e['predict_ratio']:.2f}×", f"{e['act_median_us']:.0f}")
+    for peer in result["peers"]["timed"]:
+        table.add_row(f"peer: {peer['peer']} (mean-field VI)", f"{peer['step_us']:.0f}",
+                      f"{peer['step_ratio']:.2f}×", "", "", "")
+    console.print(table)
+    console.print(f"predict: {result['predict']['n_samples']} samples at {result['predict']['n_inputs']} inputs, "
+                  f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
+                  f"({max(2, net.out_dim)} arms), {args.act_calls} calls")
+    if args.out is not None:
+        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {args.out}")
+    return 0
