@@ -18,6 +18,14 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """CLI commands set torch's thread count for their process; put it back after each test."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def regression_data():
     g = torch.Generator().manual_seed(0)

@@ -5,18 +5,10 @@ import json
 
 import pandas as pd
 import pytest
-import torch
 
 from uncertain_agents.cli import main
 
 from bandit_helpers import write_tiny_mushroom
-
-
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
 
 
 def test_wheel_run_writes_csv_summary_and_plot(tmp_path, capsys):

@@ -13,13 +13,6 @@ from uncertain_agents.bench import NETWORKS, interleaved, make_batch, plain_step
 from uncertain_agents.cli import main
 
 
-@pytest.fixture(autouse=True)
-def _restore_threads():
-    before = torch.get_num_threads()
-    yield
-    torch.set_num_threads(before)
-
-
 def test_tiny_run_prints_table_and_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     rc = main(["bench", "--network", "boston", "--posteriors", "mfvi", "map", "--rounds", "1", "--steps", "2",
