@@ -114,6 +114,45 @@ def test_thompson_decision_is_argmax_of_its_sampled_function():
     np.testing.assert_allclose(host.features_one(2, x[0].numpy()), feats, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("activation,hidden", [("relu", (16, 8)), ("tanh", (16,)), ("relu", ())])
+def test_host_greedy_decision_is_argmax_of_the_function(activation, hidden):
+    post = ua.make_posterior("mfvi", in_dim=5, out_dim=4, hidden=hidden, activation=activation, seed=0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 5, generator=g) * 3 + 1
+    post.fit(x, torch.randn(64, 4, generator=g), steps=5, batch_size=16)
+    fs = post.sample(6, generator=torch.Generator().manual_seed(1))
+    host = HostFunctions(fs)
+    f = fs(x[:20])                                            # [6, 20, 4]
+    decisions = [[host.greedy(i, x[b].numpy()) for b in range(20)] for i in range(6)]
+    assert decisions == f.argmax(-1).tolist()
+    for bad in (np.nan, np.inf, -np.inf):
+        row = x[0].numpy().copy()
+        row[3] = bad
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            host.greedy(0, row)
+    big = np.full(5, 3e38, dtype=np.float32)                  # finite, overflows inside: still decided
+    assert host.greedy(0, big) in range(4)
+
+
+def test_thompson_fast_path_checks_contexts_and_keeps_its_cursor():
+    post = _posterior()
+    agent = ThompsonSampling(post, 3, train_every=5, train_steps=3, initial_pulls=1, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x = rng.normal(size=2).astype(np.float32)
+        agent.update(x, agent.act(x), rng.normal())
+    agent.act(np.zeros(2, np.float32))
+    cursor = agent._cursor
+    for bad in (np.array([np.nan, 0], np.float32), np.array([0, np.inf], np.float32)):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            agent.act(bad)
+    assert agent._cursor == cursor                            # a refused context uses no function
+    with pytest.raises(ValueError, match="context_dim"):
+        agent.act(np.zeros(3, np.float32))
+    x = np.array([0.5, -1.0])                                 # float64 and lists take the checked path
+    assert agent.act(x) == agent.functions.greedy(cursor, x.astype(np.float32))
+
+
 def test_greedy_plays_argmax_of_the_mean_function():
     post = _posterior()
     agent = Greedy(post, 3, train_every=5, train_steps=3, initial_pulls=1, mean_samples=7, seed=0)

@@ -35,6 +35,7 @@ class Agent:
     def __init__(self, n_actions: int, context_dim: int | None):
         self.n_actions = check_n_actions(n_actions)
         self.context_dim = None if context_dim is None else check_context_dim(context_dim)
+        self._shape = (self.context_dim,)  # a context's shape, for the agents' fast paths
 
     def act(self, context) -> int:
         raise NotImplementedError

@@ -57,6 +57,10 @@ class RefinedVI(MeanFieldVI):
             (default 1e-3, the paper's).
         eval_rows: training rows (at most) on which the keep-the-better rule and the
             reported bounds are estimated (default 2,048).
+        refine_noise: with a learned Gaussian noise, give every member its own noise std,
+            started at the VI value and refined with the member's weights (a hyperparameter
+            of the member's conditional ELBO, kept or reverted with them; default False:
+            the VI noise is shared and held).
         train_samples, init_std (of the VI phase), prior_std, noise_std: as ``mfvi``.
     """
 
@@ -64,7 +68,7 @@ class RefinedVI(MeanFieldVI):
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_members: int = 10,
                  variance_ratios=DEFAULT_VARIANCE_RATIOS, refine_iters: int = 200, refine_samples: int = 1,
-                 refine_lr: float = 1e-3, eval_rows: int = 2048, **kwargs):
+                 refine_lr: float = 1e-3, eval_rows: int = 2048, refine_noise: bool = False, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self.n_members = check_positive_int(n_members, "n_members")
         try:
@@ -76,9 +80,14 @@ class RefinedVI(MeanFieldVI):
         self.refine_samples = check_positive_int(refine_samples, "refine_samples")
         self.eval_rows = check_positive_int(eval_rows, "eval_rows")
         self.refine_lr = check_positive_float(refine_lr, "refine_lr")
+        if not isinstance(refine_noise, bool):
+            raise TypeError(f"refine_noise must be True or False, got {refine_noise!r}")
+        self.refine_noise = refine_noise
         D = spec.num_params
         self.member_mean = nn.Parameter(torch.zeros(self.n_members, D))
         self.member_log_std = nn.Parameter(torch.zeros(self.n_members, D))
+        self.member_log_noise = nn.Parameter(torch.zeros(self.n_members, spec.out_dim),
+                                             requires_grad=self.refines_noise)
         self.register_buffer("member_offset", torch.zeros(self.n_members, D))
         self.register_buffer("refined", torch.tensor(False))
         self.phases = (Phase("vi"), Phase("refine", steps=self.refinement_steps, on_refit="restart"))
@@ -96,9 +105,10 @@ class RefinedVI(MeanFieldVI):
 
     def optimizer_groups(self) -> dict[str, OptimizerGroup]:
         """``"main"``: the VI parameters (and a learned noise); ``"members"``: the refined members."""
-        members = (self.member_mean, self.member_log_std)
+        members = (self.member_mean, self.member_log_std) + ((self.member_log_noise,) if self.refines_noise else ())
         ids = {id(p) for p in members}
-        main = tuple(p for p in self.parameters() if p.requires_grad and id(p) not in ids)
+        main = tuple(p for p in self.parameters()
+                     if p.requires_grad and id(p) not in ids and p is not self.member_log_noise)
         return {"main": OptimizerGroup(main), "members": OptimizerGroup(members)}
 
     def start_phase(self, phase: Phase, ctx: TrainingContext) -> None:
@@ -114,7 +124,7 @@ class RefinedVI(MeanFieldVI):
             self._begin_refinement_step(k + 1, batch, ctx)
         loss = -self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
                                       self._refine_state["r"], batch.x, batch.y, batch.mask, batch.n_data,
-                                      ctx.generator).sum()
+                                      ctx.generator, log_noise=self._member_noise()).sum()
         ctx.minimize(loss, "members")
         if i == iters - 1:
             self._end_refinement_step(k + 1, batch, ctx)
@@ -123,10 +133,12 @@ class RefinedVI(MeanFieldVI):
     # --------------------------------------------------------- refinement
     def conditional_elbo(self, mean: Tensor, log_std: Tensor, prior_mean: Tensor, prior_var: Tensor,
                          x: Tensor, y: Tensor, mask: Tensor | None, n_data: int,
-                         generator: torch.Generator | None = None, eps: Tensor | None = None) -> Tensor:
+                         generator: torch.Generator | None = None, eps: Tensor | None = None,
+                         log_noise: Tensor | None = None) -> Tensor:
         """``[M]`` conditional ELBO per data point of members ``mean, log_std [M, D]`` against
         the conditional prior ``N(prior_mean [M, D], prior_var [D])`` on the rows ``x``
-        (scaled to ``n_data``); ``eps [S, M, D]`` fixes the weight draws.
+        (scaled to ``n_data``); ``eps [S, M, D]`` fixes the weight draws; ``log_noise [M, out]``
+        gives each member its own Gaussian noise (default: the VI noise, held).
 
         For a linear Gaussian model (no hidden layer, Gaussian likelihood) the expected
         log-likelihood is exact (``eps`` unused): ``f`` is Gaussian with mean
@@ -134,7 +146,8 @@ class RefinedVI(MeanFieldVI):
         """
         kl = gaussian_kl(mean, torch.exp(2.0 * log_std), prior_mean, prior_var).sum(-1)
         if self.exact_expectation:
-            log_noise = self.log_noise_std_train().detach()
+            log_noise = (self.log_noise_std_train().detach() if log_noise is None
+                         else log_noise.unsqueeze(1))  # [out] or [M, 1, out]
             f_mean = self.spec.forward(mean, x)  # [M, B, out]
             f_var = self.spec.forward(torch.exp(2.0 * log_std), x.square())  # linear: Σ x²σ² + σ²_b
             penalty = 0.5 * f_var * torch.exp(-2.0 * log_noise)
@@ -148,9 +161,21 @@ class RefinedVI(MeanFieldVI):
         S, M, D = eps.shape
         w = (mean + log_std.exp() * eps).reshape(S * M, D)
         f = self.spec.forward(w, x)  # [S*M, B, out]
-        kw = {"log_noise_std": self.log_noise_std_train().detach()} if self.kind == "gaussian" else {}
+        kw = {}
+        if self.kind == "gaussian":
+            kw["log_noise_std"] = (self.log_noise_std_train().detach() if log_noise is None
+                                   else log_noise.unsqueeze(0).expand(S, -1, -1).reshape(S * M, 1, -1))
         loglik = self.likelihood.log_prob(f, y, mask, **kw).view(S, M, -1).mean(0).mean(-1)  # [M]
         return loglik - kl / n_data
+
+    @property
+    def refines_noise(self) -> bool:
+        """True when members refine their own noise std (``refine_noise`` with a learned Gaussian noise)."""
+        return self.refine_noise and self.kind == "gaussian" and self.fixed_noise_std is None
+
+    def _member_noise(self) -> Tensor | None:
+        """``[M, out]`` the members' log noise std in training units, or None (the shared VI noise)."""
+        return self.member_log_noise if self.refines_noise else None
 
     @property
     def exact_expectation(self) -> bool:
@@ -176,10 +201,13 @@ class RefinedVI(MeanFieldVI):
             self.member_mean.copy_(self.mean.detach().expand_as(self.member_mean))
             self.member_log_std.copy_(self.log_std.detach().expand_as(self.member_log_std))
             self.member_offset.zero_()
+            if self.refines_noise:
+                self.member_log_noise.copy_(self.log_noise_std_train().detach().expand_as(self.member_log_noise))
             x, y, mask = self._eval_set(batch)
             eps = torch.randn(4, *self.member_mean.shape, generator=ctx.generator, device=self.device)
             elbo0 = self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset,
-                                          prior_var, x, y, mask, batch.n_data, eps=eps)
+                                          prior_var, x, y, mask, batch.n_data, eps=eps,
+                                          log_noise=self._member_noise())
             elbo0 = elbo0.mean().expand_as(elbo0)  # every member starts from the same q: pool the draws
             self._refine_state["staircase"] = [elbo0]
             self._refine_state["path"] = [elbo0]
@@ -199,7 +227,8 @@ class RefinedVI(MeanFieldVI):
         self.member_log_std.copy_(0.5 * var.log())
         self.member_offset.add_(a)
         self._refine_state["r"] = prior_var * remaining[k]
-        self._refine_state["init"] = (self.member_mean.clone(), self.member_log_std.clone())
+        self._refine_state["init"] = (self.member_mean.clone(), self.member_log_std.clone(),
+                                      self.member_log_noise.clone())
         ctx.reset_optimizer("members")
         ctx.set_learning_rate("members", self.schedule.learning_rate(k, self.refine_lr))
 
@@ -209,14 +238,16 @@ class RefinedVI(MeanFieldVI):
         x, y, mask = self._eval_set(batch)
         r = self._refine_state["r"]
         eps = torch.randn(4, *self.member_mean.shape, generator=ctx.generator, device=self.device)
-        init_mean, init_log_std = self._refine_state["init"]
+        init_mean, init_log_std, init_log_noise = self._refine_state["init"]
+        noise = self.refines_noise
         before = self.conditional_elbo(init_mean, init_log_std, self.member_offset, r, x, y, mask,
-                                       batch.n_data, eps=eps)
+                                       batch.n_data, eps=eps, log_noise=init_log_noise if noise else None)
         after = self.conditional_elbo(self.member_mean, self.member_log_std, self.member_offset, r, x, y, mask,
-                                      batch.n_data, eps=eps)
+                                      batch.n_data, eps=eps, log_noise=self._member_noise())
         worse = (~(after >= before)).unsqueeze(-1)  # a non-finite optimised bound counts as worse
         self.member_mean.copy_(torch.where(worse, init_mean, self.member_mean))
         self.member_log_std.copy_(torch.where(worse, init_log_std, self.member_log_std))
+        self.member_log_noise.copy_(torch.where(worse, init_log_noise, self.member_log_noise))
         best = torch.where(worse.squeeze(-1), before, after)
         state = self._refine_state
         state["gain"] += best - before  # ≥ 0: the keep-the-better rule
@@ -239,4 +270,5 @@ class RefinedVI(MeanFieldVI):
         offset = torch.randint(self.n_members, (1,), generator=generator, device=self.device)
         member = (offset + torch.arange(n, device=self.device)) % self.n_members
         eps = torch.randn(n, self.spec.num_params, generator=generator, device=self.device)
-        return self.member_mean[member] + self.member_log_std[member].exp() * eps, None
+        log_noise = self.member_log_noise[member] if self.refines_noise else None
+        return self.member_mean[member] + self.member_log_std[member].exp() * eps, log_noise
