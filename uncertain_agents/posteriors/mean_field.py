@@ -58,5 +58,5 @@ class MeanFieldGaussian(Posterior):
         return w, log_q - log_p
 
     def _sample(self, n: int, generator: torch.Generator):
-        w, _ = self.draw(n, generator)
-        return w, None
+        eps = torch.randn(n, self.spec.num_params, generator=generator, device=self.device)
+        return torch.addcmul(self.mean, self.std, eps), None  # the same draws as ``draw``
