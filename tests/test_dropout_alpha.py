@@ -185,3 +185,30 @@ def test_defaults_documented():
     post = ua.make_posterior("dropout-alpha", in_dim=13, out_dim=1, hidden=(50,), alpha=0.5)
     assert post.train_samples == 10 and post.rates == (post.input_dropout, post.dropout)
     assert torch.allclose(post.prior_std, 1 / post.spec.fan_in_per_param().sqrt())
+
+
+# ------------------------------------------------------------------ keep masks
+@pytest.mark.parametrize("keep,bits", [(0.5, 1), (0.75, 2), (0.9375, 4), (0.5 + 1 / 256, 8), (0.95, 16), (0.9, 16)])
+def test_keep_masks_use_the_fewest_bits_and_the_right_rate(keep, bits):
+    from uncertain_agents.posteriors.masks import bits_per_mask, keep_masks
+    assert bits_per_mask(keep) == bits
+    g = torch.Generator().manual_seed(0)
+    m = keep_masks((400, 1001), keep, g)                     # 400,400 entries: s.e. of the rate < 8e-4
+    assert m.dtype == torch.bool and m.shape == (400, 1001)
+    assert abs(m.float().mean().item() - keep) < 4e-3
+    # entries are independent: neighbours agree as often as two independent draws would
+    agree = (m[:, 1:] == m[:, :-1]).float().mean().item()
+    assert abs(agree - (keep**2 + (1 - keep) ** 2)) < 5e-3
+    again = keep_masks((400, 1001), keep, torch.Generator().manual_seed(0))
+    assert torch.equal(m, again)                             # seeded
+
+
+def test_keep_masks_edges_and_bad_rates():
+    from uncertain_agents.posteriors.masks import keep_masks
+    g = torch.Generator().manual_seed(0)
+    assert keep_masks((3, 5), 1.0, g).all()
+    assert keep_masks((0, 5), 0.5, g).shape == (0, 5)
+    assert keep_masks((7,), 0.3, g).shape == (7,)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ValueError, match="keep"):
+            keep_masks((3,), bad, g)

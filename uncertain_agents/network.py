@@ -47,6 +47,7 @@ class MLPSpec:
     hidden: tuple[int, ...] = (50,)
     activation: str = "relu"
     _offsets: tuple = field(init=False, repr=False, compare=False)
+    _split_sizes: tuple = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("in_dim", "out_dim"):
@@ -69,6 +70,7 @@ class MLPSpec:
             offsets.append((start, w_end, w_end + fan_out))
             start = w_end + fan_out
         object.__setattr__(self, "_offsets", tuple(offsets))
+        object.__setattr__(self, "_split_sizes", tuple(n for fi, fo in self.layer_shapes for n in (fi * fo, fo)))
 
     # ------------------------------------------------------------------ layout
     @property
@@ -110,15 +112,15 @@ class MLPSpec:
                 f"params must have shape [n, {self.num_params}], got {tuple(params.shape)}"
             )
         n = params.shape[0]
-        layers = []
-        for (fi, fo), (s, w_end, b_end) in zip(self.layer_shapes, self._offsets):
-            layers.append((params[:, s:w_end].view(n, fi, fo), params[:, w_end:b_end]))
-        return layers
+        # one split (its backward is one concatenation) rather than a slice per tensor
+        # (each slice's backward writes a zero [n, D] gradient and adds into it)
+        parts = torch.split(params, self._split_sizes, dim=1)
+        return [(parts[2 * i].view(n, fi, fo), parts[2 * i + 1]) for i, (fi, fo) in enumerate(self.layer_shapes)]
 
     def unflatten_one(self, vector: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Split one flat vector ``[D]`` into views ``[(W[fan_in, fan_out], b[fan_out]), ...]``."""
-        return [(vector[s:w_end].view(fi, fo), vector[w_end:b_end])
-                for (fi, fo), (s, w_end, b_end) in zip(self.layer_shapes, self._offsets)]
+        parts = torch.split(vector, self._split_sizes)
+        return [(parts[2 * i].view(fi, fo), parts[2 * i + 1]) for i, (fi, fo) in enumerate(self.layer_shapes)]
 
     def flatten(self, layers: list[tuple[Tensor, Tensor]]) -> Tensor:
         """Inverse of :meth:`unflatten`: ``[(W[n,i,o], b[n,o]), ...] -> params[n, D]``."""

@@ -33,6 +33,7 @@ from ..network import ACTIVATIONS, MLPSpec
 from ..objectives import alpha_dropout_loss
 from ..registry import register
 from ..validation import check_positive_int
+from .masks import keep_masks
 from .base import Batch, Posterior
 
 
@@ -107,8 +108,8 @@ class DropoutAlpha(Posterior):
             if p == 0.0:
                 masks.append(None)
                 continue
-            u = torch.rand((*shape, fan_in), generator=generator, device=self.device)
-            masks.append((u >= p).to(self.params.dtype) / (1.0 - p))
+            keep = keep_masks((*shape, fan_in), 1.0 - p, generator, self.device)
+            masks.append(keep.to(self.params.dtype).mul_(1.0 / (1.0 - p)))
         return masks
 
     def masked_forward(self, x: Tensor, masks: list[Tensor | None]) -> Tensor:
