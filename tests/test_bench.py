@@ -72,3 +72,24 @@ def test_interleaved_gives_one_sample_per_round_and_candidate():
                            "b": lambda: None}, rounds=3, warmup=0)
     assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
     assert all(t >= 0 for v in samples.values() for t in v)
+
+
+def test_bench_candidates_carry_options():
+    from uncertain_agents.bench import DEFAULT_VARIANTS, parse_candidate
+    assert parse_candidate("ensemble:n_members=20") == ("ensemble:n_members=20", "ensemble", {"n_members": 20})
+    assert parse_candidate("VI") == ("mfvi", "mfvi", {})
+    label, name, opts = parse_candidate("dropout-alpha: alpha=0.5, train_samples=3")
+    assert (label, name, opts) == ("dropout-alpha:alpha=0.5,train_samples=3", "dropout-alpha",
+                                   {"alpha": 0.5, "train_samples": 3})
+    assert "ensemble:n_members=20" in DEFAULT_VARIANTS
+    with pytest.raises(ValueError, match="key=value"):
+        parse_candidate("mfvi:train_samples")
+    with pytest.raises((KeyError, ValueError)):
+        parse_candidate("nope:n=1")
+
+
+def test_bench_times_a_variant_with_its_options():
+    from uncertain_agents.bench import run_bench
+    result = run_bench("boston", ["ensemble:n_members=3"], rounds=1, steps=2, act_calls=3)
+    (entry,) = result["posteriors"]
+    assert entry["posterior"] == "ensemble:n_members=3" and entry["step_us"] > 0

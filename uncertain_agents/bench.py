@@ -45,6 +45,9 @@ NETWORKS: dict[str, BenchNetwork] = {
 }
 
 PEERS = ("bayesian_torch", "pyro")
+#: Variants timed besides every registered posterior by default: the issue's reference for the
+#: particle methods (20 particles) is an ensemble of as many networks.
+DEFAULT_VARIANTS = ("ensemble:n_members=20",)
 PREDICT_SAMPLES = 100
 PREDICT_INPUTS = 1000
 
@@ -55,6 +58,31 @@ def get_network(name: str) -> BenchNetwork:
         return NETWORKS[name]
     except KeyError:
         raise ValueError(f"unknown network {name!r}; choose one of {', '.join(NETWORKS)}") from None
+
+
+def parse_candidate(text: str) -> tuple[str, str, dict]:
+    """``"name"`` or ``"name:key=value,key=value"`` -> ``(label, registered name, options)``.
+
+    Values are Python literals (``20``, ``0.5``, ``True``, ``'relu'``) or else plain strings;
+    the label is the registered name followed by the options, e.g. ``ensemble:n_members=20``.
+    """
+    import ast
+
+    from .registry import resolve_name
+
+    name, _, rest = text.partition(":")
+    canonical = resolve_name(name.strip())
+    options: dict = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise ValueError(f"posterior option {item!r} in {text!r} must look like key=value")
+        try:
+            options[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            options[key.strip()] = value.strip()
+    label = canonical + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")
+    return label, canonical, options
 
 
 def make_batch(net: BenchNetwork, n: int, *, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -135,7 +163,7 @@ def interleaved(fns: dict[str, Callable[[], object]], *, rounds: int, warmup: in
 
 
 def act_latency_us(posterior: str, net: BenchNetwork, *, calls: int = 500, seed: int = 0,
-                   device: str = "cpu") -> dict[str, float]:
+                   device: str = "cpu", options: dict | None = None) -> dict[str, float]:
     """Median and mean latency (µs) of ``ThompsonSampling.act`` on one context, after a first fit.
 
     The agent has ``net``'s context width and hidden layers and ``max(2, out_dim)`` arms; it
@@ -146,7 +174,7 @@ def act_latency_us(posterior: str, net: BenchNetwork, *, calls: int = 500, seed:
 
     n_actions = max(2, net.out_dim)
     agent = make_agent("thompson", n_actions=n_actions, context_dim=net.in_dim, posterior=posterior,
-                       hidden=net.hidden, train_steps=1, device=device, seed=seed)
+                       hidden=net.hidden, train_steps=1, device=device, seed=seed, posterior_options=options)
     rng = np.random.default_rng(seed)
     while agent.n_fits == 0:
         ctx = rng.standard_normal(net.in_dim).astype(np.float32)
@@ -201,10 +229,12 @@ def _pyro_step(net: BenchNetwork, x, y, *, steps: int) -> Callable[[], None]:
     import pyro.distributions as dist
     from pyro.infer import SVI, Trace_ELBO
     from pyro.infer.autoguide import AutoNormal
-    from pyro.nn import PyroModule, PyroSample
+    from pyro.nn import PyroSample
+    from pyro.nn.module import to_pyro_module_
 
     pyro.clear_param_store()
-    model = PyroModule[nn.Sequential](*plain_mlp(net))
+    model = plain_mlp(net)
+    to_pyro_module_(model)  # the Sequential and its Linear layers become PyroModules, in place
     for layer in model:
         if isinstance(layer, nn.Linear):
             layer.weight = PyroSample(dist.Normal(0.0, 1.0).expand(list(layer.weight.shape)).to_event(2))
@@ -229,7 +259,9 @@ def _pyro_step(net: BenchNetwork, x, y, *, steps: int) -> Callable[[], None]:
 def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, rounds: int = 3, steps: int = 20,
               act_calls: int = 500, peers: bool = False, device: str = "cpu", seed: int = 0,
               progress: Callable[[str], None] | None = None) -> dict:
-    """Measure every posterior in ``posteriors`` (default: all registered) on ``network``.
+    """Measure every posterior in ``posteriors`` (default: all registered, and
+    :data:`DEFAULT_VARIANTS`) on ``network``; an entry may carry options, ``"name:key=value"``
+    (:func:`parse_candidate`).
 
     Training: ``steps`` optimiser steps per timing (µs per step), the plain Adam MLP on the same
     batch as reference. Predict: ``predict`` with 100 samples at 1,000 inputs, against 100 plain
@@ -237,11 +269,14 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
     Then ``act`` latency of Thompson sampling with each posterior. ``progress(text)`` is told
     what is being measured. Returns a JSON-ready dict (see ``uncertain-agents bench``).
     """
-    from .registry import available_posteriors, make_posterior, resolve_name
+    from .registry import available_posteriors, make_posterior
 
     net = get_network(network)
-    names = [resolve_name(n) for n in (posteriors or available_posteriors())]
-    names = list(dict.fromkeys(names))
+    candidates = {}
+    for text in posteriors or [*available_posteriors(), *DEFAULT_VARIANTS]:
+        label, name, options = parse_candidate(text)
+        candidates.setdefault(label, (name, options))
+    names = list(candidates)
     say = progress or (lambda text: None)
     dev = torch.device(device)
     sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
@@ -249,8 +284,9 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
     x, y = x.to(dev), y.to(dev)
     x_test = make_batch(net, PREDICT_INPUTS, seed=seed + 1)[0].to(dev)
 
-    posts = {n: make_posterior(n, in_dim=net.in_dim, out_dim=net.out_dim, hidden=net.hidden,
-                               likelihood=net.likelihood, device=dev, seed=seed) for n in names}
+    posts = {label: make_posterior(name, in_dim=net.in_dim, out_dim=net.out_dim, hidden=net.hidden,
+                                   likelihood=net.likelihood, device=dev, seed=seed, **options)
+             for label, (name, options) in candidates.items()}
     step_fns: dict[str, Callable[[], object]] = {"plain": plain_step_fn(net, x, y, steps=steps)}
     step_fns.update({n: posterior_step_fn(p, x, y, steps=steps) for n, p in posts.items()})
     peer_fns = peer_step_fns(net, x.cpu(), y.cpu(), steps=steps) if peers else {}
@@ -273,7 +309,8 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
     entries = []
     for n in names:
         say(f"act latency: thompson[{n}]")
-        act = act_latency_us(n, net, calls=act_calls, seed=seed, device=device)
+        act = act_latency_us(candidates[n][0], net, calls=act_calls, seed=seed, device=device,
+                             options=candidates[n][1])
         entries.append({"posterior": n, "step_us": step_us(n), "step_ratio": step_us(n) / plain_step,
                         "predict_ms": pred_ms(n), "predict_ratio": pred_ms(n) / plain_pred, **act,
                         "step_rounds_s": step_s[n], "predict_rounds_s": pred_s[n]})

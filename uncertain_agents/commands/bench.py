@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
-def _csv_or_space_list(values: list[str]) -> list[str]:
-    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+def _csv_or_space_list(values: list[str], keep_options: bool = False) -> list[str]:
+    """Space- or comma-separated names; with ``keep_options`` an item holding ``:`` (a name with
+    options, ``ensemble:n_members=20,lr=0.01``) is kept whole."""
+    out = []
+    for item in values:
+        parts = [item] if keep_options and ":" in item else item.split(",")
+        out += [v.strip() for v in parts if v.strip()]
+    return out
 
 
 def register(sub) -> None:
@@ -26,7 +33,8 @@ def register(sub) -> None:
                                    "by round and the median is reported.")
     p.add_argument("--network", default="bandit", help=f"network to time: {nets} (default bandit)")
     p.add_argument("--posteriors", nargs="+", default=None, metavar="NAME",
-                   help="posteriors to time, space- or comma-separated (default: every registered one)")
+                   help="posteriors to time, space- or comma-separated; NAME:key=value,key=value gives one "
+                        "options (default: every registered one and ensemble:n_members=20)")
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported (default 3)")
     p.add_argument("--steps", type=int, default=20, help="optimiser steps per training timing (default 20)")
     p.add_argument("--act-calls", type=int, default=500, help="act calls timed per posterior (default 500)")
@@ -41,8 +49,8 @@ def register(sub) -> None:
 
 def check_args(args) -> tuple[list[str], int, str | None]:
     """Every argument checked before any work: the posterior names, threads (and its note)."""
-    from ..bench import get_network
-    from ..registry import available_posteriors, resolve_name
+    from ..bench import DEFAULT_VARIANTS, get_network, parse_candidate
+    from ..registry import available_posteriors
     from .common import check_device, check_threads
 
     get_network(args.network)
@@ -50,14 +58,17 @@ def check_args(args) -> tuple[list[str], int, str | None]:
         value = getattr(args, name)
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    names = _csv_or_space_list(args.posteriors) if args.posteriors else available_posteriors()
+    names = (_csv_or_space_list(args.posteriors, keep_options=True) if args.posteriors
+             else [*available_posteriors(), *DEFAULT_VARIANTS])
     if not names:
         raise ValueError("--posteriors needs at least one name (see `uncertain-agents list`)")
     resolved = []
     for name in names:
         try:
-            resolved.append(resolve_name(name))
-        except (KeyError, ValueError):
+            resolved.append(parse_candidate(name)[0])
+        except (KeyError, ValueError) as err:
+            if ":" in name and "key=value" in str(err):
+                raise ValueError(f"--posteriors: {err}") from None
             raise ValueError(f"unknown posterior {name!r}; choose from {', '.join(available_posteriors())}") from None
     threads, note = check_threads(args.threads, default=2)
     check_device(args.device)
@@ -76,7 +87,7 @@ def run(args) -> int:
 
     names, threads, note = check_args(args)
     net = get_network(args.network)
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 150)
     if note:
         console.print(note)
     torch.set_num_threads(threads)
