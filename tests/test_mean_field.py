@@ -107,3 +107,44 @@ def test_fixed_noise_is_in_original_units(regression_data):
 def test_alpha_must_be_finite():
     with pytest.raises(ValueError, match="alpha"):
         ua.make_posterior("bb-alpha", in_dim=2, out_dim=1, alpha=float("nan"))
+
+
+# ------------------------------------------------------------ empirical-Bayes prior
+def test_learned_prior_scale_reaches_the_closed_form_empirical_bayes_optimum():
+    """For a fixed q, KL(q ‖ N(0, s_l² σ_l²)) is minimised per layer at
+    s_l² = mean over the layer of (μ² + σ²) / σ_l²; learn_prior finds it by gradient."""
+    post = ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(8,), seed=0, learn_prior=True)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        post.mean.copy_(torch.randn(post.mean.shape, generator=g) * 0.7)
+        post.log_std.copy_(torch.randn(post.log_std.shape, generator=g) * 0.3 - 1.0)
+    opt = torch.optim.Adam([post.log_prior_scale], lr=0.05)
+    for _ in range(1500):
+        opt.zero_grad()
+        post.kl_divergence().backward()
+        opt.step()
+    second = (post.mean.detach().square() + torch.exp(2 * post.log_std.detach())) / post.prior_std.square()
+    for layer in range(2):
+        rows = post.layer_of_param == layer
+        expected = 0.5 * math.log(second[rows].mean().item())
+        assert post.log_prior_scale[layer].item() == pytest.approx(expected, abs=1e-3)
+
+
+def test_fixed_prior_kl_is_unchanged_and_learned_prior_trains_and_saves(tmp_path):
+    fixed = ua.make_posterior("mfvi", in_dim=3, out_dim=1, hidden=(8,), seed=0)
+    ratio = fixed.log_std - fixed.prior_std.log()
+    closed = 0.5 * (torch.exp(2 * ratio) + (fixed.mean / fixed.prior_std).square() - 1 - 2 * ratio).sum()
+    assert torch.allclose(fixed.kl_divergence(), closed)
+    assert "log_prior_scale" not in dict(fixed.named_parameters())
+    learned = ua.make_posterior("refined-vi", in_dim=3, out_dim=1, hidden=(8,), seed=0, learn_prior=True,
+                                refine_iters=5)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g)
+    y = x[:, :1] * 2 + 0.1 * torch.randn(64, 1, generator=g)
+    learned.fit(x, y, steps=200, batch_size=32)
+    assert learned.log_prior_scale.abs().max() > 1e-3                 # the scale moved
+    learned.save(tmp_path / "p.pt")
+    again = ua.load_posterior(tmp_path / "p.pt")
+    assert torch.equal(again.log_prior_scale, learned.log_prior_scale)
+    with pytest.raises(TypeError, match="learn_prior"):
+        ua.make_posterior("mfvi", in_dim=3, out_dim=1, learn_prior="yes")

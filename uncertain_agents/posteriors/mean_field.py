@@ -19,16 +19,30 @@ class MeanFieldGaussian(Posterior):
         init_std: initial posterior std as a fraction of the prior std (default 0.1 —
             small enough to start from a near-deterministic net, large enough that the
             variances converge within a few hundred epochs).
+        learn_prior: empirical Bayes (default False): each layer's prior std is the given
+            one times a learned factor, fitted by the same objective as ``q`` (the ELBO);
+            refined VI's initial VI in Havasi et al. tunes its prior variance this way.
     """
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, train_samples: int = 1,
-                 init_std: float = 0.1, **kwargs):
+                 init_std: float = 0.1, learn_prior: bool = False, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self.train_samples = check_positive_int(train_samples, "train_samples")
         self.init_std = check_positive_float(init_std, "init_std")
+        if not isinstance(learn_prior, bool):
+            raise TypeError(f"learn_prior must be True or False, got {learn_prior!r}")
+        self.learn_prior = learn_prior
         mean = spec.init_params(1, generator=self._init_generator)[0]
         self.mean = nn.Parameter(mean)
         self.log_std = nn.Parameter((self.prior_std * self.init_std).log())
+        layer_of_param = torch.cat([torch.full((fi * fo + fo,), i, dtype=torch.long)
+                                    for i, (fi, fo) in enumerate(spec.layer_shapes)])
+        self.register_buffer("layer_of_param", layer_of_param.to(self.prior_std.device))
+        scale = torch.zeros(len(spec.layer_shapes), device=self.prior_std.device)
+        if learn_prior:
+            self.log_prior_scale = nn.Parameter(scale)
+        else:
+            self.register_buffer("log_prior_scale", scale)
 
     def _on_prior_change(self) -> None:
         with torch.no_grad():
@@ -39,10 +53,19 @@ class MeanFieldGaussian(Posterior):
         """``[D]`` posterior standard deviations."""
         return self.log_std.exp()
 
+    def log_prior_std(self) -> Tensor:
+        """``[D]`` log prior std of every weight: the configured one, times the learned
+        per-layer factor under ``learn_prior`` (otherwise the factor is 1)."""
+        log_std = self.prior_std.log()
+        if self.learn_prior:
+            log_std = log_std + self.log_prior_scale[self.layer_of_param]
+        return log_std
+
     def kl_divergence(self) -> Tensor:
         """Analytic ``KL(q || prior)`` summed over all weights."""
-        log_ratio = self.log_std - self.prior_std.log()
-        return 0.5 * (torch.exp(2.0 * log_ratio) + (self.mean / self.prior_std).square()
+        log_prior = self.log_prior_std()
+        log_ratio = self.log_std - log_prior
+        return 0.5 * (torch.exp(2.0 * log_ratio) + (self.mean * torch.exp(-log_prior)).square()
                       - 1.0 - 2.0 * log_ratio).sum()
 
     def draw(self, k: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -54,7 +77,8 @@ class MeanFieldGaussian(Posterior):
         eps = torch.randn(k, self.spec.num_params, generator=generator, device=self.device)
         w = self.mean + self.std * eps
         log_q = -(self.log_std + 0.5 * eps.square()).sum(-1)
-        log_p = -(self.prior_std.log() + 0.5 * (w / self.prior_std).square()).sum(-1)
+        log_prior = self.log_prior_std()
+        log_p = -(log_prior + 0.5 * (w * torch.exp(-log_prior)).square()).sum(-1)
         return w, log_q - log_p
 
     def _sample(self, n: int, generator: torch.Generator):

@@ -194,7 +194,7 @@ class RefinedVI(MeanFieldVI):
 
     @torch.no_grad()
     def _begin_refinement_step(self, k: int, batch: Batch, ctx: TrainingContext) -> None:
-        prior_var = self.prior_std.square()
+        prior_var = torch.exp(2.0 * self.log_prior_std().detach())  # with learn_prior: the fitted one
         remaining = self.schedule.remaining()
         if k == 1:
             self._refine_state = {"rows": None, "log_ratio": torch.zeros(self.n_members, device=self.device)}
