@@ -148,3 +148,27 @@ def test_fixed_prior_kl_is_unchanged_and_learned_prior_trains_and_saves(tmp_path
     assert torch.equal(again.log_prior_scale, learned.log_prior_scale)
     with pytest.raises(TypeError, match="learn_prior"):
         ua.make_posterior("mfvi", in_dim=3, out_dim=1, learn_prior="yes")
+
+
+# ------------------------------------------------------------ local reparameterisation layer
+def test_local_reparam_layer_gradients_match_autograd_of_the_composed_ops():
+    from uncertain_agents.posteriors.local_reparam import local_reparam_linear
+    g = torch.Generator().manual_seed(0)
+    args = [torch.randn(9, 5, generator=g, dtype=torch.float64), torch.randn(5, 4, generator=g, dtype=torch.float64),
+            torch.randn(4, generator=g, dtype=torch.float64), torch.rand(5, 4, generator=g, dtype=torch.float64) + 0.1,
+            torch.rand(4, generator=g, dtype=torch.float64) + 0.1]
+    args = [a.requires_grad_() for a in args]
+    eps = torch.randn(9, 4, generator=g, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda *a: local_reparam_linear(*a, eps), tuple(args))
+    h, wm, bm, wv, bv = args
+    composed = torch.addmm(bm, h, wm) + torch.addmm(bv, h.square(), wv).sqrt() * eps
+    ours = local_reparam_linear(h, wm, bm, wv, bv, eps)
+    assert torch.allclose(ours, composed, atol=1e-12)
+    weights = torch.randn(9, 4, generator=g, dtype=torch.float64)
+    grads_ref = torch.autograd.grad((composed * weights).sum(), args)
+    grads = torch.autograd.grad((ours * weights).sum(), args)
+    for a, b in zip(grads, grads_ref):
+        assert torch.allclose(a, b, atol=1e-10)
+    # the input needs no gradient: none is computed for it
+    grads = torch.autograd.grad(local_reparam_linear(h.detach(), wm, bm, wv, bv, eps).sum(), [wm, bv])
+    assert all(torch.isfinite(t).all() for t in grads)

@@ -14,6 +14,7 @@ from ..network import ACTIVATIONS
 from ..objectives import negative_elbo
 from ..registry import register
 from .base import Batch
+from .local_reparam import local_reparam_linear
 from .mean_field import MeanFieldGaussian
 
 
@@ -30,10 +31,8 @@ class MeanFieldVI(MeanFieldGaussian):
         for i, ((wm, bm), (wv, bv)) in enumerate(zip(means, variances)):
             if i > 0:
                 h = act(h)
-            mu = torch.addmm(bm, h, wm)
-            sd = torch.addmm(bv, h.square(), wv).sqrt()
-            eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-            h = torch.addcmul(mu, sd, eps)
+            eps = torch.randn((h.shape[0], wm.shape[1]), generator=generator, device=h.device, dtype=h.dtype)
+            h = local_reparam_linear(h, wm, bm, wv, bv, eps)
         return h.view(k, x.shape[0], -1)
 
     def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
