@@ -98,13 +98,17 @@ def main(argv=None) -> None:
     parser.add_argument("--datasets", nargs="+", default=list(N_ROWS))
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=Path("experiments/results/refined_vi_uci"))
+    parser.add_argument("--learn-prior", action="store_true",
+                        help="empirical-Bayes prior variance (learn_prior=True) for both methods, as the paper's "
+                             "initial VI; default: the library's default prior")
     args = parser.parse_args(argv)
     for d in args.datasets:
         for m in args.methods:
             target = args.out / d / m
             if (target / "splits.csv").exists():
                 continue
-            config = UCIConfig(dataset=d, posterior=m, hidden=(50,), **protocol(d))
+            options = {"learn_prior": True} if args.learn_prior else {}
+            config = UCIConfig(dataset=d, posterior=m, hidden=(50,), options=options, **protocol(d))
             write_run(run_uci(config, progress=True), config, target)
     text = table(args.out, args.datasets)
     (args.out / "table.md").write_text(text)

@@ -98,19 +98,25 @@ class HostFunctions:
         so large that the product overflowed is evaluated as it is).
         """
         self._views[0][:] = x
-        hidden = self._hidden
+        hidden, dot = self._hidden, np.dot
         if not hidden:  # no hidden layer: check x directly
             if not np.isfinite(x).all():
                 raise ValueError("context contains NaN or infinite values")
-        for layer, (inp, w, h) in enumerate(hidden):
-            np.dot(inp, w[i], out=h)
-            if layer == 0 and not math.isfinite(h[0]) and not np.isfinite(x).all():
+        else:
+            inp, w, h = hidden[0]
+            dot(inp, w[i], out=h)
+            if not math.isfinite(h[0]) and not np.isfinite(x).all():
                 raise ValueError("context contains NaN or infinite values")
-            if self._relu:
-                np.maximum(h, self._zero, out=h)
-            else:
-                h[:] = self.activation(h)
-        np.dot(self._inputs[-1], self._augmented[-1][i], out=self._out)
+            relu, zero = self._relu, self._zero
+            for layer in range(len(hidden)):
+                if layer:
+                    inp, w, h = hidden[layer]
+                    dot(inp, w[i], out=h)
+                if relu:
+                    np.maximum(h, zero, out=h)
+                else:
+                    h[:] = self.activation(h)
+        dot(self._inputs[-1], self._augmented[-1][i], out=self._out)
         return int(self._out.argmax())
 
     def features_one(self, i: int, x: np.ndarray) -> np.ndarray:
