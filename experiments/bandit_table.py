@@ -52,13 +52,13 @@ def specs(posteriors: list[str]) -> list[tuple[str, str, str | None, dict]]:
 
 
 def run_one(env_name: str, label: str, agent_name: str, post: str | None, options: dict, trial: int,
-            seed: int, steps: int, delta: float, protocol: str) -> tuple[dict, pd.DataFrame] | str:
+            seed: int, steps: int, delta: float, protocol: str, device: str = "cpu") -> tuple[dict, pd.DataFrame] | str:
     """One trial of one agent (in a worker process): its CSV row and its regret curve."""
     torch.set_num_threads(1)
     data = load_mushroom() if env_name == "mushroom" else None
     env = make_env(env_name, steps=steps, delta=delta, mushroom_data=data)
     agent = make_agent(agent_name, n_actions=int(env.action_space.n), context_dim=env.observation_space.shape[0],
-                       posterior=post, posterior_options=options, protocol=protocol, seed=seed)
+                       posterior=post, posterior_options=options, protocol=protocol, seed=seed, device=device)
     t0 = time.perf_counter()
     try:
         frame = run_bandit(env, agent, steps=steps, seed=seed)
@@ -85,6 +85,7 @@ def main(argv=None) -> int:
     p.add_argument("--posteriors", default="all", help="comma-separated, or 'all' registered ones")
     p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
     p.add_argument("--workers", type=int, default=1, help="runs in parallel (one process and thread each)")
+    p.add_argument("--device", default="cpu", help="device of the posterior agents: cpu or cuda (default cpu)")
     p.add_argument("--out", type=Path, default=Path("experiments/results/bandit_table"))
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots from the CSVs")
     args = p.parse_args(argv)
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
                                        & (done["protocol"] == protocol)).any():
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
-                             args.delta, protocol))
+                             args.delta, protocol, args.device))
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         futures = {pool.submit(run_one, *task): task for task in todo}
         for fut in as_completed(futures):
