@@ -29,6 +29,31 @@ def test_batched_forward_matches_per_network_loop():
     assert torch.equal(spec.flatten(spec.unflatten(params)), params)
 
 
+@pytest.mark.parametrize("activation,hidden", [("relu", (7, 5)), ("tanh", (6,)), ("relu", ())])
+def test_forward_in_cache_sized_groups_equals_one_pass(monkeypatch, activation, hidden):
+    """On CPU without autograd, ``forward`` runs the networks in groups (``CPU_CHUNK_BYTES``);
+    forcing one or two networks per group must give the one-pass result, features included,
+    for shared inputs ``x[B, d]`` and per-network inputs ``x[n, B, d]``."""
+    import uncertain_agents.network as network
+    spec = ua.MLPSpec(4, 3, hidden, activation)
+    params = spec.init_params(7, generator=torch.Generator().manual_seed(0)) + 0.1
+    shared, own = torch.randn(9, 4), torch.randn(7, 9, 4)
+    ref = {name: spec.forward(params.requires_grad_(), x, return_features=True)
+           for name, x in (("shared", shared), ("own", own))}   # with autograd: one pass
+    params = params.detach()
+    width = max(hidden + (3,))
+    for per_group in (1, 2):
+        monkeypatch.setattr(network, "CPU_CHUNK_BYTES", per_group * 9 * width * 4)
+        with torch.no_grad():
+            assert spec._cpu_chunk(params, shared) == per_group
+            for name, x in (("shared", shared), ("own", own)):
+                f, feats = spec.forward(params, x, return_features=True)
+                assert f.shape == (7, 9, 3) and f.is_contiguous()
+                assert torch.allclose(f, ref[name][0], atol=1e-6)
+                assert torch.allclose(feats, ref[name][1], atol=1e-6)
+                assert torch.allclose(spec.forward(params, x), ref[name][0], atol=1e-6)
+
+
 def test_predictive_gaussian_log_prob_is_log_mean_exp():
     f = torch.tensor([[[0.0]], [[2.0]]])  # two samples, one input
     pred = ua.Predictive(f, "gaussian", noise_var=torch.tensor([1.0]))
