@@ -93,3 +93,11 @@ def test_bench_times_a_variant_with_its_options():
     result = run_bench("boston", ["ensemble:n_members=3"], rounds=1, steps=2, act_calls=3)
     (entry,) = result["posteriors"]
     assert entry["posterior"] == "ensemble:n_members=3" and entry["step_us"] > 0
+
+
+def test_bench_times_the_other_agents_act():
+    from uncertain_agents.bench import OTHER_AGENTS, act_latency_us, get_network
+    net = get_network("boston")
+    for agent, post in OTHER_AGENTS:
+        out = act_latency_us(post, net, calls=5, agent=agent)
+        assert out["act_median_us"] > 0 and out["act_mean_us"] > 0

@@ -162,32 +162,42 @@ def interleaved(fns: dict[str, Callable[[], object]], *, rounds: int, warmup: in
     return samples
 
 
-def act_latency_us(posterior: str, net: BenchNetwork, *, calls: int = 500, seed: int = 0,
-                   device: str = "cpu", options: dict | None = None) -> dict[str, float]:
-    """Median and mean latency (µs) of ``ThompsonSampling.act`` on one context, after a first fit.
+def act_latency_us(posterior: str | None, net: BenchNetwork, *, calls: int = 500, seed: int = 0,
+                   device: str = "cpu", options: dict | None = None, agent: str = "thompson") -> dict[str, float]:
+    """Median and mean latency (µs) of ``agent.act`` on one context, after a first fit.
 
-    The agent has ``net``'s context width and hidden layers and ``max(2, out_dim)`` arms; it
-    sees its round-robin warm-up (with one optimiser step per refit, so setting it up is quick)
-    and then only acts. The occasional batched draw of functions is included in the mean.
+    The agent (default Thompson sampling with ``posterior``; ``posterior=None`` for agents
+    without one, e.g. ``"linear"``) has ``net``'s context width and hidden layers and
+    ``max(2, out_dim)`` arms; it sees its round-robin warm-up (with one optimiser step per
+    refit, so setting it up is quick) and then only acts. The occasional batched draw of
+    functions after a refit is included in the mean.
     """
     from .agents import make_agent
 
     n_actions = max(2, net.out_dim)
-    agent = make_agent("thompson", n_actions=n_actions, context_dim=net.in_dim, posterior=posterior,
-                       hidden=net.hidden, train_steps=1, device=device, seed=seed, posterior_options=options)
+    kwargs = dict(hidden=net.hidden, device=device, seed=seed)
+    if posterior is not None:
+        kwargs.update(posterior=posterior, posterior_options=options, train_steps=1)
+    elif agent == "neural-linear":
+        kwargs.update(train_steps=1)
+    made = make_agent(agent, n_actions=n_actions, context_dim=net.in_dim, **kwargs)
     rng = np.random.default_rng(seed)
-    while agent.n_fits == 0:
+    for _ in range(max(getattr(made, "warmup", 0), 0) + max(getattr(made, "train_every", 1), 1) + 1):
         ctx = rng.standard_normal(net.in_dim).astype(np.float32)
-        agent.update(ctx, agent.act(ctx), float(rng.standard_normal()))
+        made.update(ctx, made.act(ctx), float(rng.standard_normal()))
     ctx = rng.standard_normal(net.in_dim).astype(np.float32)
     for _ in range(min(20, calls)):
-        agent.act(ctx)
+        made.act(ctx)
     times = np.empty(calls)
     for i in range(calls):
         t0 = time.perf_counter_ns()
-        agent.act(ctx)
+        made.act(ctx)
         times[i] = time.perf_counter_ns() - t0
     return {"act_median_us": float(np.median(times)) / 1e3, "act_mean_us": float(times.mean()) / 1e3}
+
+
+#: Agents whose ``act`` is timed besides Thompson sampling with each posterior.
+OTHER_AGENTS = (("uniform", None), ("linear", None), ("neural-linear", None), ("greedy", "mfvi"))
 
 
 def available_peers() -> dict[str, bool]:
@@ -316,6 +326,11 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
                         "step_rounds_s": step_s[n], "predict_rounds_s": pred_s[n]})
     peer_rows = [{"peer": k.split(":", 1)[1], "step_us": step_us(k), "step_ratio": step_us(k) / plain_step}
                  for k in peer_fns]
+    agent_rows = []
+    for agent, post in OTHER_AGENTS:
+        say(f"act latency: {agent}" + (f"[{post}]" if post else ""))
+        agent_rows.append({"agent": agent if post is None else f"{agent}[{post}]",
+                           **act_latency_us(post, net, calls=act_calls, seed=seed, device=device, agent=agent)})
     have = available_peers()
     return {
         "network": {**asdict(net), "widths": net.label},
@@ -326,6 +341,7 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
         "plain": {"step_us": plain_step, "predict_ms": plain_pred, "optimizer": "Adam(lr=1e-3)",
                   "step_rounds_s": step_s["plain"], "predict_rounds_s": pred_s["plain"]},
         "posteriors": entries,
+        "agents": agent_rows,
         "peers": {"requested": peers, "timed": peer_rows,
                   "skipped": [p for p in PEERS if not have[p]] if peers else []},
     }

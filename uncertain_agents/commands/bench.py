@@ -80,6 +80,7 @@ def check_args(args) -> tuple[list[str], int, str | None]:
 def run(args) -> int:
     import torch
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..bench import available_peers, get_network, run_bench
@@ -109,12 +110,19 @@ def run(args) -> int:
     table.add_row("plain PyTorch MLP (Adam)", f"{plain['step_us']:.0f}", "1.00×", f"{plain['predict_ms']:.1f}",
                   "1.00×", "")
     for e in result["posteriors"]:
-        table.add_row(e["posterior"], f"{e['step_us']:.0f}", f"{e['step_ratio']:.2f}×", f"{e['predict_ms']:.1f}",
+        table.add_row(escape(e["posterior"]), f"{e['step_us']:.0f}", f"{e['step_ratio']:.2f}×", f"{e['predict_ms']:.1f}",
                       f"{e['predict_ratio']:.2f}×", f"{e['act_median_us']:.0f}")
     for peer in result["peers"]["timed"]:
         table.add_row(f"peer: {peer['peer']} (mean-field VI)", f"{peer['step_us']:.0f}",
                       f"{peer['step_ratio']:.2f}×", "", "", "")
     console.print(table)
+    if result.get("agents"):
+        agents = Table(title="act latency of the other agents (same context, after a first fit)")
+        for col in ("agent", "act µs (median)", "act µs (mean)"):
+            agents.add_column(col, justify="left" if col == "agent" else "right")
+        for row in result["agents"]:
+            agents.add_row(escape(row["agent"]), f"{row['act_median_us']:.1f}", f"{row['act_mean_us']:.1f}")
+        console.print(agents)
     console.print(f"predict: {result['predict']['n_samples']} samples at {result['predict']['n_inputs']} inputs, "
                   f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
                   f"({max(2, net.out_dim)} arms), {args.act_calls} calls")
