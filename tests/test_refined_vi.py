@@ -182,3 +182,25 @@ def test_draws_visit_members_evenly_and_each_is_uniform():
     assert firsts == set(range(5))  # a single draw may come from any member
     draws = post.sample(100, generator=torch.Generator().manual_seed(1)).params
     assert torch.bincount(member_of(draws), minlength=5).tolist() == [20] * 5
+
+
+def test_refine_noise_gives_each_member_its_noise_and_keeps_the_bound():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(80, 2, generator=g)
+    y = torch.sin(2 * x[:, :1]) + 0.2 * torch.randn(80, 1, generator=g)
+    post = ua.make_posterior("refined-vi", in_dim=2, out_dim=1, hidden=(16,), seed=0, refine_noise=True,
+                             refine_iters=30)
+    assert post.refines_noise
+    result = post.fit(x, y, steps=300, batch_size=40, lr=1e-2)
+    staircase = result.diagnostics["elbo_aux"]
+    assert (np.diff(staircase, axis=1) >= 0).all()                 # keep-the-better, noise included
+    vi_noise = post.likelihood.log_noise_std.detach()
+    assert not torch.allclose(post.member_log_noise, vi_noise.expand_as(post.member_log_noise))
+    fs = post.sample(20, generator=torch.Generator().manual_seed(1))
+    members_noise = set(np.round(post.member_log_noise.detach().exp().mul(post.y_scale).flatten().numpy(), 6))
+    assert set(np.round(fs.noise_std.flatten().numpy(), 6)) <= members_noise
+    # a fixed noise has nothing to refine
+    fixed = make_blr("refined-vi", refine_noise=True)
+    assert not fixed.refines_noise
+    with pytest.raises(TypeError, match="refine_noise"):
+        make_blr("refined-vi", refine_noise="yes")
