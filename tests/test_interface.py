@@ -165,3 +165,23 @@ def test_divergence_raises_clear_error(regression_data):
     post = make("mfvi")
     with pytest.raises(ua.TrainingDivergedError, match="lr"):
         post.fit(x, y * 1e30, steps=50, lr=1e6)
+
+
+@pytest.mark.parametrize("name", ["mfvi", "refined-vi"])
+def test_files_saved_before_newer_state_entries_still_load(name, regression_data, tmp_path):
+    """A file written before ``learn_prior`` / ``refine_noise`` existed (no ``layer_of_param``,
+    ``log_prior_scale``, ``member_log_noise``) loads and predicts as it did."""
+    from uncertain_agents.posteriors.storage import write_payload
+    x, y = regression_data
+    post = make(name)
+    post.fit(x, y, **FAST)
+    old_state = {k: v for k, v in post.state_dict().items()
+                 if k not in ("layer_of_param", "log_prior_scale", "member_log_noise")}
+    import json
+    from uncertain_agents.posteriors.storage import FORMAT_2
+    write_payload(tmp_path / "old.pt", {"format": FORMAT_2, "method": post.name, "config": json.dumps(post.config),
+                                        "state": {k: v.detach().clone() for k, v in old_state.items()}})
+    same = ua.load_posterior(tmp_path / "old.pt")
+    a = post.sample(4, generator=torch.Generator().manual_seed(3))(x)
+    b = same.sample(4, generator=torch.Generator().manual_seed(3))(x)
+    assert torch.equal(a, b)

@@ -285,9 +285,14 @@ class Posterior(TrainingUnits, nn.Module):
         write_payload(path, {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
                              "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}})
 
+    #: State entries added after files were first saved: a file without them loads, and they
+    #: keep their initial values (which reproduce the older behaviour).
+    optional_state: ClassVar[frozenset[str]] = frozenset(
+        {"layer_of_param", "log_prior_scale", "member_log_noise"})
+
     def _load_tensors(self, state: dict[str, Tensor]) -> None:
         own = self.state_dict()
-        missing = sorted(set(own) - set(state))
+        missing = sorted(set(own) - set(state) - self.optional_state)
         unexpected = sorted(set(state) - set(own))
         if missing or unexpected:
             raise ValueError(f"saved state does not match {self.name}: missing {missing}, unexpected {unexpected}")
@@ -301,7 +306,8 @@ class Posterior(TrainingUnits, nn.Module):
                     continue
                 raise ValueError(f"saved tensor {key} has shape {tuple(value.shape)}, "
                                  f"expected {tuple(target.shape)}")
-        self.load_state_dict({k: v for k, v in state.items()}, strict=True)
+        own = self.state_dict()  # optional entries the file lacks keep their initial values
+        self.load_state_dict({**{k: own[k] for k in own.keys() - state.keys()}, **state}, strict=True)
 
     def extra_repr(self) -> str:
         return f"name={self.name!r}, spec={self.spec}, likelihood={self.kind!r}"
