@@ -114,7 +114,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
         scale = self.extra_noise if self.extra_noise is not None else 1.0 / math.sqrt(batch.n_data)
         noise = torch.randn(n_extra, batch.x.shape[1], generator=generator, device=batch.x.device,
                             dtype=batch.x.dtype)
-        return pool[idx] + scale * noise
+        return pool.index_select(0, idx) + scale * noise
 
     def prior_index(self, n_batch: int, n_extra: int) -> Tensor:
         """Indices into ``[batch; extra]`` of the prior points: half batch, half extra."""

@@ -141,8 +141,8 @@ class ParticlePosterior(Posterior):
         if rows.numel() > cap:
             pick = torch.randperm(rows.numel(), generator=generator, device=rows.device)[:cap]
             rows = rows[pick]
-        mask = None if batch.mask_pool is None else batch.mask_pool[rows]
-        sub = Batch(batch.x_pool[rows], batch.y_pool[rows], mask, rows, N)
+        mask = None if batch.mask_pool is None else batch.mask_pool.index_select(0, rows)
+        sub = Batch(batch.x_pool.index_select(0, rows), batch.y_pool.index_select(0, rows), mask, rows, N)
         with torch.no_grad():
             f = self.spec.forward(self.particles, sub.x)
         ll = self.log_likelihood(f, sub, self.log_noise)  # [n, H]
