@@ -86,6 +86,26 @@ def test_sample_draws_members_uniformly_with_replacement(regression_data):
     assert torch.allclose(fs.noise_std, noise)  # each sample keeps its member's noise
 
 
+@pytest.mark.parametrize("name", ["ensemble", "map", "fsvgd"])
+def test_repeated_draws_evaluate_each_distinct_function_once(name, regression_data):
+    """100 draws from a finite set keep the distinct functions and an index: evaluating them is
+    the same as evaluating the 100 materialised weight vectors, and sub-samples compose."""
+    x, y = regression_data
+    post = make(name)
+    post.fit(x, y, steps=5)
+    fs = post.sample(100, generator=torch.Generator().manual_seed(1))
+    m = {"ensemble": 5, "map": 1, "fsvgd": post.n_particles if name == "fsvgd" else 0}[name]
+    assert len(fs) == 100 and fs.distinct_params.shape[0] == m and fs.params.shape == (100, post.spec.num_params)
+    plain = ua.FunctionSample(fs.params, fs.spec, fs.x_loc, fs.x_scale, fs.y_loc, fs.y_scale, fs.noise_std)
+    torch.testing.assert_close(fs(x), plain(x))
+    torch.testing.assert_close(fs.features(x), plain.features(x))
+    for index in (7, slice(10, 40), torch.tensor([3, 3, 99, 0])):
+        torch.testing.assert_close(fs[index](x), plain[index](x))
+        torch.testing.assert_close(fs[index].noise_std, plain[index].noise_std)
+    pred = post.predict(x, n_samples=100, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(pred.mean, fs(x).mean(0))
+
+
 def test_ensemble_fits_and_beats_its_initialisation(regression_data):
     x, y = regression_data
     post = make("ensemble", n_members=3)

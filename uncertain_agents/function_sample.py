@@ -24,24 +24,57 @@ class FunctionSample:
         x_loc, x_scale: ``[in_dim]`` input standardisation (``x_std = (x - loc)/scale``).
         y_loc, y_scale: ``[out]`` output scaling (``f = loc + scale * net(x_std)``).
         noise_std: ``[n, out]`` regression noise std in original units, or ``None``.
+
+    Samples from a finite set (ensemble members, SVGD particles, one MAP network) repeat
+    functions: built with ``index=``, the sample keeps the ``m`` distinct functions
+    (``distinct_params[m, D]``, ``noise_std`` per distinct function) and which of them each of
+    the ``n`` samples is (``index[n]``); evaluation then runs each distinct function once and
+    copies its output to every sample that drew it (100 draws from 20 members cost 20
+    forward passes). ``params`` and ``noise_std`` still read as ``[n, ...]``.
     """
 
     def __init__(self, params: Tensor, spec: MLPSpec, x_loc: Tensor, x_scale: Tensor,
-                 y_loc: Tensor, y_scale: Tensor, noise_std: Tensor | None = None):
+                 y_loc: Tensor, y_scale: Tensor, noise_std: Tensor | None = None, *,
+                 index: Tensor | None = None):
         if params.dim() != 2 or params.shape[1] != spec.num_params:
             raise ValueError(f"params must be [n, {spec.num_params}], got {tuple(params.shape)}")
-        self.params = params
+        if index is not None and (index.dim() != 1 or index.dtype != torch.long):
+            raise ValueError(f"index must be a 1-D long tensor, got {index.dtype} of shape {tuple(index.shape)}")
+        self.distinct_params = params
+        self.index = index
         self.spec = spec
         self.x_loc, self.x_scale = x_loc, x_scale
         self.y_loc, self.y_scale = y_loc, y_scale
-        self.noise_std = noise_std
+        self.distinct_noise_std = noise_std
+
+    @property
+    def params(self) -> Tensor:
+        """``[n, D]`` flat weights of every sample in the training units."""
+        if self.index is None:
+            return self.distinct_params
+        return self.distinct_params.index_select(0, self.index)
+
+    @property
+    def noise_std(self) -> Tensor | None:
+        """``[n, out]`` regression noise std in original units, or ``None``."""
+        if self.index is None or self.distinct_noise_std is None:
+            return self.distinct_noise_std
+        return self.distinct_noise_std.index_select(0, self.index)
 
     def __len__(self) -> int:
-        return self.params.shape[0]
+        return self.distinct_params.shape[0] if self.index is None else self.index.shape[0]
 
     @property
     def device(self) -> torch.device:
-        return self.params.device
+        return self.distinct_params.device
+
+    def _batched(self, fn):
+        """``fn(params)`` over the distinct functions, copied out to all ``n`` samples."""
+        if self.index is None:
+            return fn(self.distinct_params)
+        if self.index.shape[0] <= self.distinct_params.shape[0]:  # fewer draws than functions
+            return fn(self.params)
+        return fn(self.distinct_params).index_select(0, self.index)
 
     def __getitem__(self, index) -> "FunctionSample":
         """A smaller sample: ``fs[i]`` (one function, negative counts from the end),
@@ -52,6 +85,12 @@ class FunctionSample:
             TypeError: an index of another kind (a float, a string, ...).
         """
         index = self._normalize_index(index)
+        if self.index is not None:
+            picked = self.index[index]
+            if picked.shape[0] == 0:
+                raise IndexError(f"index {index!r} selects no function of this sample of {len(self)}")
+            return FunctionSample(self.distinct_params, self.spec, self.x_loc, self.x_scale, self.y_loc,
+                                  self.y_scale, self.distinct_noise_std, index=picked)
         params = self.params[index]
         if params.shape[0] == 0:
             raise IndexError(f"index {index!r} selects no function of this sample of {len(self)}")
@@ -106,22 +145,23 @@ class FunctionSample:
 
     def standardize(self, x) -> Tensor:
         x = check_inputs(x, self.spec.in_dim, device=self.device)
-        return (x.to(self.params.dtype) - self.x_loc) / self.x_scale
+        return (x.to(self.distinct_params.dtype) - self.x_loc) / self.x_scale
 
     def __call__(self, x) -> Tensor:
         """``x[B, in_dim]`` (tensor or array) -> ``f[n, B, out]``."""
-        f = self.spec.forward(self.params, self.standardize(x))
+        xs = self.standardize(x)
+        f = self._batched(lambda params: self.spec.forward(params, xs))
         return self.y_loc + self.y_scale * f
 
     def features(self, x) -> Tensor:
         """``[n, B, h_last]``: activations of the last hidden layer."""
-        _, feats = self.spec.forward(self.params, self.standardize(x), return_features=True)
-        return feats
+        xs = self.standardize(x)
+        return self._batched(lambda params: self.spec.forward(params, xs, return_features=True)[1])
 
     def to(self, device) -> "FunctionSample":
         mv = lambda t: None if t is None else t.to(device)
-        return FunctionSample(self.params.to(device), self.spec, mv(self.x_loc), mv(self.x_scale),
-                              mv(self.y_loc), mv(self.y_scale), mv(self.noise_std))
+        return FunctionSample(self.distinct_params.to(device), self.spec, mv(self.x_loc), mv(self.x_scale),
+                              mv(self.y_loc), mv(self.y_scale), mv(self.distinct_noise_std), index=mv(self.index))
 
     def __repr__(self) -> str:
         return f"FunctionSample(n={len(self)}, spec={self.spec}, device={self.device})"

@@ -136,6 +136,14 @@ class Posterior(TrainingUnits, nn.Module):
         hold-outs); rows keep their index across warm-started refits."""
 
     def _sample(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+        """``(params[n, D], log_noise_std[n, out] | None)`` of ``n`` drawn functions."""
+        functions, log_noise, index = self._sample_indexed(n, generator)
+        return functions[index], (None if log_noise is None else log_noise[index])
+
+    def _sample_indexed(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor | None, Tensor]:
+        """For a posterior over a finite set of functions (members, particles):
+        ``(functions[m, D], log_noise_std[m, out] | None, index[n])``, the draws being
+        ``functions[index]``. Other posteriors implement :meth:`_sample` instead."""
         raise NotImplementedError
 
     def _on_prior_change(self) -> None:
@@ -252,16 +260,20 @@ class Posterior(TrainingUnits, nn.Module):
         """Draw ``n`` fixed functions; ``sample(n)(x)`` is ``[n, B, out]``."""
         n = check_positive_int(n, "n")
         gen = self._check_generator(generator)
-        params, log_noise = self._sample(n, gen)
+        index = None
+        if type(self)._sample_indexed is not Posterior._sample_indexed:
+            params, log_noise, index = self._sample_indexed(n, gen)
+        else:
+            params, log_noise = self._sample(n, gen)
         noise = None
         if self.kind == "gaussian":
             if log_noise is None:
-                log_noise = self.log_noise_std_train().expand(n, -1)
+                log_noise = self.log_noise_std_train().expand(params.shape[0], -1)
             noise = log_noise.exp() * self.y_scale
         return FunctionSample(params.detach(), self.spec, self.x_loc, self.x_scale,
                               self.y_loc if self.kind == "gaussian" else torch.zeros_like(self.y_loc),
                               self.y_scale if self.kind == "gaussian" else torch.ones_like(self.y_scale),
-                              noise)
+                              None if noise is None else noise.detach(), index=index)
 
     @torch.no_grad()
     def predict(self, x, *, n_samples: int = 100, generator: torch.Generator | None = None,

@@ -236,7 +236,6 @@ class ParticlePosterior(Posterior):
         noise_var = None if fs.noise_std is None else fs.noise_std.square().unsqueeze(1)
         return Predictive(f, self.kind, noise_var)
 
-    def _sample(self, n: int, generator: torch.Generator):
-        idx = torch.randint(self.n_particles, (n,), generator=generator, device=self.device)
-        log_noise = self.particle_log_noise()
-        return self.particles[idx], (None if log_noise is None else log_noise[idx])
+    def _sample_indexed(self, n: int, generator: torch.Generator):
+        index = torch.randint(self.n_particles, (n,), generator=generator, device=self.device)
+        return self.particles, self.particle_log_noise(), index

@@ -83,10 +83,9 @@ class PointEstimates(Posterior):
         return per_member.mean()
 
     # ------------------------------------------------------------- sampling
-    def _sample(self, n: int, generator: torch.Generator):
+    def _sample_indexed(self, n: int, generator: torch.Generator):
         index = torch.randint(self.n_members, (n,), generator=generator, device=self.device)
-        log_noise = self.member_log_noise()[index] if self.kind == "gaussian" else None
-        return self.members[index], log_noise
+        return self.members, (self.member_log_noise() if self.kind == "gaussian" else None), index
 
 
 @register("map")
@@ -102,10 +101,9 @@ class MAP(PointEstimates):
             raise TypeError("map has exactly one member; use 'ensemble' for n_members > 1")
         super().__init__(spec, likelihood, **kwargs)
 
-    def _sample(self, n: int, generator: torch.Generator):
-        params = self.members.expand(n, -1).clone()
-        log_noise = self.member_log_noise().expand(n, -1).clone() if self.kind == "gaussian" else None
-        return params, log_noise
+    def _sample_indexed(self, n: int, generator: torch.Generator):
+        index = torch.zeros(n, dtype=torch.long, device=self.device)  # n copies; draws nothing
+        return self.members, (self.member_log_noise() if self.kind == "gaussian" else None), index
 
 
 @register("ensemble", "deep-ensemble", "deep_ensemble")
