@@ -79,8 +79,8 @@ def test_one_pass_classification_is_cross_entropy_plus_weight_decay(regression_d
     for alpha in (0.0, 0.5, 1.0):
         post.alpha = alpha
         loss = post.loss(batch, torch.Generator().manual_seed(3))
-        masks = post.draw_masks((1, 64), torch.Generator().manual_seed(3))
-        logits = post.masked_forward(x, masks)[0]
+        keep = post.draw_keep((1, 64), torch.Generator().manual_seed(3))
+        logits = post.masked_forward(x, keep)[0]
         expected = F.cross_entropy(logits, labels) + post.weight_decay(500)
         assert torch.allclose(loss, expected, atol=1e-6)
 
@@ -109,14 +109,19 @@ def test_masks_are_inverted_dropout_with_the_configured_rates():
     assert make(input_dropout=0.0).draw_masks((2, 3), torch.Generator())[0] is None
 
 
-def test_batched_passes_equal_one_pass_per_mask(regression_data):
+@pytest.mark.parametrize("input_dropout", [0.1, 0.0])  # 0: the first layer runs once for all masks
+def test_batched_passes_equal_one_pass_per_mask(input_dropout, regression_data):
     x, _ = regression_data
-    post = make()
-    masks = post.draw_masks((5, 64), torch.Generator().manual_seed(1))
-    batched = post.masked_forward(x, masks)
-    for k in range(5):  # reference only: one pass per mask set
-        single = post.masked_forward(x, [m[k:k + 1] for m in masks])
-        assert torch.allclose(batched[k:k + 1], single, atol=1e-6)
+    post = make(input_dropout=input_dropout)
+    keep = post.draw_keep((5, 64), torch.Generator().manual_seed(1))
+    batched = post.masked_forward(x, keep)
+    masks = post.draw_masks((5, 64), torch.Generator().manual_seed(1))  # the same draws as factors
+    for k in range(5):  # reference only: one plain pass per mask set, inverted dropout by hand
+        h = x
+        for i, ((w, b), m) in enumerate(zip(post.spec.unflatten(post.params.unsqueeze(0)), masks)):
+            h = h if i == 0 else torch.relu(h)
+            h = h @ w[0] + b[0] if m is None else (h * m[k]) @ w[0] + b[0]
+        assert torch.allclose(batched[k], h, atol=1e-5)
 
 
 def test_sample_is_masks_folded_into_weights(regression_data):
@@ -124,7 +129,8 @@ def test_sample_is_masks_folded_into_weights(regression_data):
     post = make(dropout=0.5, input_dropout=0.2)
     masks = post.draw_masks((4,), torch.Generator().manual_seed(2))
     folded = post.spec.forward(post.fold(masks), (x - post.x_loc) / post.x_scale)
-    direct = post.masked_forward((x - post.x_loc) / post.x_scale, [m.unsqueeze(1) for m in masks])
+    keep = post.draw_keep((4,), torch.Generator().manual_seed(2))
+    direct = post.masked_forward((x - post.x_loc) / post.x_scale, [m.unsqueeze(1) for m in keep])
     assert torch.allclose(folded, direct, atol=1e-5)
 
 
@@ -212,3 +218,17 @@ def test_keep_masks_edges_and_bad_rates():
     for bad in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match="keep"):
             keep_masks((3,), bad, g)
+
+
+def test_dropped_relu_matches_autograd_of_the_plain_expression():
+    from uncertain_agents.posteriors.dropout_alpha import _DroppedReLU
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(3, 7, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    keep = torch.rand(3, 7, 5, generator=g) < 0.7
+    upstream = torch.randn(3, 7, 5, generator=g, dtype=torch.float64)
+    out = _DroppedReLU.apply(z, keep)
+    (grad,) = torch.autograd.grad((out * upstream).sum(), z)
+    ref = torch.where(keep, torch.relu(z), 0.0)
+    (ref_grad,) = torch.autograd.grad((ref * upstream).sum(), z)
+    assert torch.equal(out, ref) and torch.equal(grad, ref_grad)
+    assert torch.autograd.gradcheck(lambda t: _DroppedReLU.apply(t, keep), (z,))

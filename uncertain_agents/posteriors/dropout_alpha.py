@@ -43,6 +43,23 @@ def _check_rate(value, name: str) -> float:
     return float(value)
 
 
+class _DroppedReLU(torch.autograd.Function):
+    """``relu(z)`` with the dropped entries zeroed, in one forward pass (plus an in-place
+    one) and one backward pass: the gradient passes where the output is positive, which
+    excludes both the negative and the dropped entries."""
+
+    @staticmethod
+    def forward(ctx, z: Tensor, keep: Tensor) -> Tensor:
+        out = torch.where(keep, z, 0.0).relu_()
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        (out,) = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward(grad, out, 0.0), None
+
+
 @register("dropout-alpha", "dropout_alpha", "dropoutalpha")
 class DropoutAlpha(Posterior):
     """Bernoulli-dropout posterior trained with the α-divergence objective of Li & Gal.
@@ -100,35 +117,42 @@ class DropoutAlpha(Posterior):
         self.decay.copy_(self._weight_decay())
 
     # ------------------------------------------------------------- masks
+    def draw_keep(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:
+        """One boolean keep-mask per dense layer, ``[*shape, fan_in]`` (True = kept, with
+        probability ``1-p``); ``None`` for a layer with rate 0."""
+        return [None if p == 0.0 else keep_masks((*shape, fan_in), 1.0 - p, generator, self.device)
+                for (fan_in, _), p in zip(self.spec.layer_shapes, self.rates)]
+
     def draw_masks(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:
-        """One inverted-dropout mask per dense layer: ``[*shape, fan_in]`` with entries
-        ``0`` or ``1/(1-p)``; ``None`` for a layer with rate 0."""
-        masks: list[Tensor | None] = []
-        for (fan_in, _), p in zip(self.spec.layer_shapes, self.rates):
-            if p == 0.0:
-                masks.append(None)
-                continue
-            keep = keep_masks((*shape, fan_in), 1.0 - p, generator, self.device)
-            masks.append(keep.to(self.params.dtype).mul_(1.0 / (1.0 - p)))
-        return masks
+        """The keep-masks of :meth:`draw_keep` (same draws) as inverted-dropout factors:
+        ``[*shape, fan_in]`` with entries ``0`` or ``1/(1-p)``; ``None`` for a layer with rate 0."""
+        return [None if keep is None else keep.to(self.params.dtype).mul_(1.0 / (1.0 - p))
+                for keep, p in zip(self.draw_keep(shape, generator), self.rates)]
 
-    def masked_forward(self, x: Tensor, masks: list[Tensor | None]) -> Tensor:
-        """``x[B, d]`` with masks ``[k, B or 1, fan_in]`` per layer -> ``f[k, B, out]``.
+    def masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
+        """``x[B, d]`` with keep-masks ``[k, B or 1, fan_in]`` per layer (:meth:`draw_keep`)
+        -> ``f[k, B, out]``.
 
-        One batched pass: the k mask sets are a leading batch dimension of a single
-        matmul per layer (the weights are shared).
+        One pass per layer for all k mask sets (the weights are shared): dropped inputs are
+        zeroed and the ``1/(1-p)`` of inverted dropout is folded into the layer's weights,
+        so the masks stay boolean. Layers before the first mask run once, not k times (with
+        no input dropout the first layer's product is shared by every mask set).
         """
         act = ACTIVATIONS[self.spec.activation]
         layers = self.spec.unflatten(self.params.unsqueeze(0))
-        k = next((m.shape[0] for m in masks if m is not None), 1)
-        h = x.unsqueeze(0).expand(k, -1, -1)
-        for i, ((w, b), m) in enumerate(zip(layers, masks)):
-            if i > 0:
+        k = next((m.shape[0] for m in keep if m is not None), 1)
+        h = x
+        relu = self.spec.activation == "relu"
+        for i, ((w, b), m, p) in enumerate(zip(layers, keep, self.rates)):
+            w, b = w[0], b[0]
+            if m is not None:  # [k, B, fan_in], broadcast over a shared h
+                h = _DroppedReLU.apply(h, m) if i > 0 and relu else torch.where(m, act(h) if i > 0 else h, 0.0)
+                w = w * (1.0 / (1.0 - p))
+            elif i > 0:
                 h = act(h)
-            if m is not None:
-                h = h * m
-            h = torch.matmul(h, w[0]) + b[0]
-        return h
+            rows = h.reshape(-1, h.shape[-1])
+            h = torch.addmm(b, rows, w).view(*h.shape[:-1], -1)
+        return h.expand(k, -1, -1) if h.dim() == 2 else h
 
     def fold(self, masks: list[Tensor | None]) -> Tensor:
         """Per-function masks ``[n, fan_in]`` folded into the weights -> ``params[n, D]``."""
@@ -146,8 +170,8 @@ class DropoutAlpha(Posterior):
         return (self.decay * self.params.square()).sum() / n_data
 
     def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        masks = self.draw_masks((self.train_samples, batch.x.shape[0]), generator)
-        f = self.masked_forward(batch.x, masks)
+        keep = self.draw_keep((self.train_samples, batch.x.shape[0]), generator)
+        f = self.masked_forward(batch.x, keep)
         kw = {"log_noise_std": self.log_noise_std_train()} if self.kind == "gaussian" else {}
         loglik = self.likelihood.log_prob(f, batch.y, batch.mask, **kw)
         return alpha_dropout_loss(loglik, self.alpha) + self.weight_decay(batch.n_data)

@@ -41,8 +41,8 @@ def keep_masks(shape: tuple[int, ...], keep: float, generator: torch.Generator,
     words = -(-numel * k // 64)
     raw = torch.empty(words, dtype=torch.int64).random_(_INT64_MIN, _INT64_MAX, generator=generator)
     if k == 16:
-        values = raw.view(torch.int16)[:numel].to(torch.int32) + 2**15  # uniform on [0, 2¹⁶)
-        return (values < round(keep * 2**16)).view(shape)
+        # v uniform on [-2¹⁵, 2¹⁵): P(v + 2¹⁵ < q·2¹⁶), compared in int16 (no widening pass)
+        return (raw.view(torch.int16)[:numel] < round(keep * 2**16) - 2**15).view(shape)
     data = raw.view(torch.uint8)
     if k < 8:
         shifts = torch.arange(0, 8, k, dtype=torch.uint8)
