@@ -226,9 +226,9 @@ def test_dropped_relu_matches_autograd_of_the_plain_expression():
     z = torch.randn(3, 7, 5, generator=g, dtype=torch.float64, requires_grad=True)
     keep = torch.rand(3, 7, 5, generator=g) < 0.7
     upstream = torch.randn(3, 7, 5, generator=g, dtype=torch.float64)
-    out = _DroppedReLU.apply(z, keep)
+    out = _DroppedReLU.apply(z, keep.double())
     (grad,) = torch.autograd.grad((out * upstream).sum(), z)
     ref = torch.where(keep, torch.relu(z), 0.0)
     (ref_grad,) = torch.autograd.grad((ref * upstream).sum(), z)
     assert torch.equal(out, ref) and torch.equal(grad, ref_grad)
-    assert torch.autograd.gradcheck(lambda t: _DroppedReLU.apply(t, keep), (z,))
+    assert torch.autograd.gradcheck(lambda t: _DroppedReLU.apply(t, keep.double()), (z,))

@@ -44,13 +44,14 @@ def _check_rate(value, name: str) -> float:
 
 
 class _DroppedReLU(torch.autograd.Function):
-    """``relu(z)`` with the dropped entries zeroed, in one forward pass (plus an in-place
-    one) and one backward pass: the gradient passes where the output is positive, which
-    excludes both the negative and the dropped entries."""
+    """``relu(z) * keep`` for ``0``/``1`` factors ``keep``, in one product and an in-place
+    clamp forward and one pass backward: the gradient passes where the output is positive,
+    which excludes both the negative and the dropped entries. (On CPU, float products are
+    several times faster than ``torch.where`` on a bool mask.)"""
 
     @staticmethod
     def forward(ctx, z: Tensor, keep: Tensor) -> Tensor:
-        out = torch.where(keep, z, 0.0).relu_()
+        out = torch.mul(z, keep).relu_()
         ctx.save_for_backward(out)
         return out
 
@@ -130,8 +131,8 @@ class DropoutAlpha(Posterior):
                 for keep, p in zip(self.draw_keep(shape, generator), self.rates)]
 
     def masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
-        """``x[B, d]`` with keep-masks ``[k, B or 1, fan_in]`` per layer (:meth:`draw_keep`)
-        -> ``f[k, B, out]``.
+        """``x[B, d]`` with keep-masks ``[k, B or 1, fan_in]`` per layer (:meth:`draw_keep`,
+        bool, or the same as ``0.``/``1.`` factors) -> ``f[k, B, out]``.
 
         One pass per layer for all k mask sets (the weights are shared): dropped inputs are
         zeroed and the ``1/(1-p)`` of inverted dropout is folded into the layer's weights,
@@ -146,7 +147,8 @@ class DropoutAlpha(Posterior):
         for i, ((w, b), m, p) in enumerate(zip(layers, keep, self.rates)):
             w, b = w[0], b[0]
             if m is not None:  # [k, B, fan_in], broadcast over a shared h
-                h = _DroppedReLU.apply(h, m) if i > 0 and relu else torch.where(m, act(h) if i > 0 else h, 0.0)
+                m = m.view(torch.uint8).to(h.dtype) if m.dtype == torch.bool else m  # 0./1. factors
+                h = _DroppedReLU.apply(h, m) if i > 0 and relu else (act(h) if i > 0 else h) * m
                 w = w * (1.0 / (1.0 - p))
             elif i > 0:
                 h = act(h)
