@@ -39,6 +39,8 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "lr5e-4": ({}, {"lr": 5e-4}),
     "hidden100": ({"hidden": (100,)}, {}),
     "hidden50x2": ({"hidden": (50, 50)}, {}),
+    "reward_scale5": ({}, {"reward_scale": 5.0}),
+    "reward_scale15": ({}, {"reward_scale": 15.0}),
 }
 
 
