@@ -51,6 +51,15 @@ def test_repulsive_term_is_kernel_gradient():
     assert torch.allclose(K.diagonal(), torch.ones(5, dtype=torch.float64))
 
 
+def test_svgd_direction_is_the_kernel_average_of_gradients_plus_repulsion():
+    g = torch.Generator().manual_seed(4)
+    z = torch.randn(6, 9, generator=g, dtype=torch.float64)
+    grad = torch.randn(6, 9, generator=g, dtype=torch.float64)
+    for bandwidth in (None, 0.7):
+        K, repulse, _ = rbf_kernel(z, bandwidth)
+        torch.testing.assert_close(particle_direction(z, grad, "svgd", bandwidth), (K @ grad + repulse) / 6)
+
+
 def test_svgd_repulsion_pushes_particles_apart():
     z = torch.tensor([[0.0, 0.0], [0.1, 0.0], [3.0, 1.0]])
     phi = particle_direction(z, torch.zeros_like(z), "svgd")

@@ -89,9 +89,16 @@ def particle_direction(z: Tensor, g: Tensor, rule: str = "svgd",
         raise ValueError(f"z and g must both be [n, M], got {tuple(z.shape)} and {tuple(g.shape)}")
     rule = check_rule(rule)
     n = z.shape[0]
-    K, repulse, h = rbf_kernel(z, bandwidth)
     if rule == "svgd":
-        return (K @ g + repulse) / n
+        # (K g + (2/h)(K·1 ⊙ z - K z)) / n with one product over the long axis instead of two:
+        # K (g - (2/h) z) + (2/h)(K·1) ⊙ z
+        d2 = pairwise_sq_dists(z)
+        h = median_bandwidth(d2) if bandwidth is None else torch.as_tensor(bandwidth, dtype=z.dtype,
+                                                                            device=z.device)
+        K = torch.exp(-d2 / h)
+        c = 2.0 / h
+        return (K @ (g - c * z)).addcmul_(c * K.sum(1, keepdim=True), z).div_(n)
+    K, repulse, h = rbf_kernel(z, bandwidth)
     if rule == "gfsf":
         eye = torch.eye(n, dtype=K.dtype, device=K.device)
         return (g + torch.linalg.solve(K + 1e-6 * eye, repulse)) / n
