@@ -127,7 +127,7 @@ class DropoutAlpha(Posterior):
     def draw_masks(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:
         """The keep-masks of :meth:`draw_keep` (same draws) as inverted-dropout factors:
         ``[*shape, fan_in]`` with entries ``0`` or ``1/(1-p)``; ``None`` for a layer with rate 0."""
-        return [None if keep is None else keep.to(self.params.dtype).mul_(1.0 / (1.0 - p))
+        return [None if keep is None else keep.view(torch.uint8).to(self.params.dtype).mul_(1.0 / (1.0 - p))
                 for keep, p in zip(self.draw_keep(shape, generator), self.rates)]
 
     def masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
@@ -136,7 +136,7 @@ class DropoutAlpha(Posterior):
 
         One pass per layer for all k mask sets (the weights are shared): dropped inputs are
         zeroed and the ``1/(1-p)`` of inverted dropout is folded into the layer's weights,
-        so the masks stay boolean. Layers before the first mask run once, not k times (with
+        so a mask is a plain ``0``/``1`` factor. Layers before the first mask run once, not k times (with
         no input dropout the first layer's product is shared by every mask set).
         """
         act = ACTIVATIONS[self.spec.activation]
