@@ -104,6 +104,9 @@ def test_repeated_draws_evaluate_each_distinct_function_once(name, regression_da
         torch.testing.assert_close(fs[index].noise_std, plain[index].noise_std)
     pred = post.predict(x, n_samples=100, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(pred.mean, fs(x).mean(0))
+    before = fs(x)
+    post.fit(x, y, steps=3)  # the drawn functions are fixed: further training does not move them
+    torch.testing.assert_close(fs(x), before)
 
 
 def test_ensemble_fits_and_beats_its_initialisation(regression_data):

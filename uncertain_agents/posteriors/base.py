@@ -263,6 +263,7 @@ class Posterior(TrainingUnits, nn.Module):
         index = None
         if type(self)._sample_indexed is not Posterior._sample_indexed:
             params, log_noise, index = self._sample_indexed(n, gen)
+            params = params.detach().clone()  # fixed functions: later training must not move them
         else:
             params, log_noise = self._sample(n, gen)
         noise = None
