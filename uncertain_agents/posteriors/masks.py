@@ -63,10 +63,3 @@ def random_words(n: int, generator: torch.Generator) -> Tensor:
         return torch.empty(n, dtype=torch.int64).random_(-_INT64_MAX - 1, _INT64_MAX, generator=generator)
     seed = int(torch.empty((), dtype=torch.int64).random_(0, _INT64_MAX, generator=generator))
     return torch.from_numpy(np.random.PCG64(seed).random_raw(n).view(np.int64))
-
-
-def keep_factors(shape: tuple[int, ...], keep: float, generator: torch.Generator,
-                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Tensor:
-    """The masks of :func:`keep_masks` (same draws) as ``0.``/``1.`` of ``dtype``, converted
-    through a ``uint8`` view (torch's bool-to-float cast is several times slower on CPU)."""
-    return keep_masks(shape, keep, generator, device).view(torch.uint8).to(dtype)

@@ -67,12 +67,17 @@ def rbf_kernel(z: Tensor, bandwidth: Tensor | float | None = None) -> tuple[Tens
         ``K[n, n]``, ``repulse[n, M]`` with ``repulse_i = Σ_j ∇_{z_j} K(z_i, z_j)
         = (2/h) Σ_j K_ij (z_i - z_j)``, and ``h``.
     """
+    K, h = kernel_matrix(z, bandwidth)
+    repulse = (2.0 / h) * (K.sum(1, keepdim=True) * z - K @ z)
+    return K, repulse, h
+
+
+def kernel_matrix(z: Tensor, bandwidth: Tensor | float | None = None) -> tuple[Tensor, Tensor]:
+    """``K[n, n] = exp(-‖z_i - z_j‖² / h)`` and ``h`` (``None``: :func:`median_bandwidth`)."""
     d2 = pairwise_sq_dists(z)
     h = median_bandwidth(d2) if bandwidth is None else torch.as_tensor(bandwidth, dtype=z.dtype,
                                                                         device=z.device)
-    K = torch.exp(-d2 / h)
-    repulse = (2.0 / h) * (K.sum(1, keepdim=True) * z - K @ z)
-    return K, repulse, h
+    return torch.exp(-d2 / h), h
 
 
 def particle_direction(z: Tensor, g: Tensor, rule: str = "svgd",
@@ -92,10 +97,7 @@ def particle_direction(z: Tensor, g: Tensor, rule: str = "svgd",
     if rule == "svgd":
         # (K g + (2/h)(K·1 ⊙ z - K z)) / n with one product over the long axis instead of two:
         # K (g - (2/h) z) + (2/h)(K·1) ⊙ z
-        d2 = pairwise_sq_dists(z)
-        h = median_bandwidth(d2) if bandwidth is None else torch.as_tensor(bandwidth, dtype=z.dtype,
-                                                                            device=z.device)
-        K = torch.exp(-d2 / h)
+        K, h = kernel_matrix(z, bandwidth)
         c = 2.0 / h
         return (K @ (g - c * z)).addcmul_(c * K.sum(1, keepdim=True), z).div_(n)
     K, repulse, h = rbf_kernel(z, bandwidth)
