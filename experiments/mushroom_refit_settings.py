@@ -41,6 +41,12 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "hidden50x2": ({"hidden": (50, 50)}, {}),
     "reward_scale5": ({}, {"reward_scale": 5.0}),
     "reward_scale15": ({}, {"reward_scale": 15.0}),
+    "init_std0.01": ({"init_std": 0.01}, {}),
+    "init_std0.03": ({"init_std": 0.03}, {}),
+    "init_std0.05": ({"init_std": 0.05}, {}),
+    "init_std0.3": ({"init_std": 0.3}, {}),
+    "init_std0.5": ({"init_std": 0.5}, {}),
+    "init_std1": ({"init_std": 1.0}, {}),
 }
 
 
