@@ -77,6 +77,20 @@ def test_predictive_categorical_entropy_and_mutual_information():
     assert pred.log_prob(torch.tensor([0])).item() == pytest.approx(math.log(0.5), abs=1e-5)
 
 
+def test_mutual_information_of_identical_functions_is_exactly_zero():
+    # a deterministic network's draws are one function repeated: MI is 0 by definition, not the
+    # round-off of entropy minus expected entropy (which grows with the entropy and would give an
+    # AUROC(MI) above 0.5 for a network that has no epistemic spread at all)
+    logits = torch.randn(1, 500, 10, generator=torch.Generator().manual_seed(0)) * 3
+    repeated = ua.Predictive(logits.expand(10, -1, -1), "categorical")
+    assert torch.equal(repeated.mutual_information(), torch.zeros(500))
+    # rows where the draws differ keep their positive MI; rows where they agree are 0
+    f = logits.expand(10, -1, -1).clone()
+    f[0, :250, 0] += 2.0  # one draw favours class 0 more on the first 250 inputs
+    mixed = ua.Predictive(f, "categorical").mutual_information()
+    assert (mixed[:250] > 0).all() and torch.equal(mixed[250:], torch.zeros(250))
+
+
 def test_metrics_on_hand_made_examples():
     f = torch.log(torch.tensor([[[0.9, 0.1], [0.6, 0.4], [0.2, 0.8]]]))
     pred = ua.Predictive(f, "categorical")

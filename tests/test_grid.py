@@ -166,3 +166,35 @@ def test_results_page_names_the_recorded_command_and_commit():
     assert text.splitlines()[0] == "uncertain-agents grid run s.toml --out d    # commit 0123456789"
     assert "--workers 2" in text.splitlines()[1]
     assert recorded_commands([{"manifest": {}}]) is None
+
+
+def test_swept_metrics_get_a_long_table_and_a_figure(tmp_path, monkeypatch):
+    # an attack cell reports accuracy@eps / entropy@eps; the table and page show them one row per
+    # method and eps (not 2 x len(eps) columns) and plot them against eps
+    import dataclasses
+
+    import numpy as np
+
+    from uncertain_agents.grid.jobs import JOBS
+    from uncertain_agents.grid.table import split_sweeps
+
+    def fake_run(cell):
+        s = cell["seed"]
+        return {"clean_accuracy": 0.9 + 0.01 * s, "accuracy@0.1": 0.5 + 0.1 * s, "accuracy@0.3": 0.1 * s,
+                "entropy@0.1": 1.0, "entropy@0.3": 2.0 + s}
+
+    monkeypatch.setitem(JOBS, "toy", dataclasses.replace(JOBS["toy"], run=fake_run, sweep_axis="epsilon"))
+    out = tmp_path / "grid"
+    run_grid(toy_spec(), out)
+    page = tmp_path / "docs" / "page.md"
+    table = grid_table(out, markdown=page)
+    assert split_sweeps(["clean_accuracy", "accuracy@0.1", "accuracy@0.3", "x@y"]) == (
+        ["clean_accuracy", "x@y"], {"accuracy": [(0.1, "accuracy@0.1"), (0.3, "accuracy@0.3")]})
+    assert table.loc[0, "accuracy@0.3"] == pytest.approx(0.1)  # seeds 0, 1, 2 -> mean 0.1
+    text = page.read_text()
+    assert "Against epsilon:" in text and "| method | n | epsilon | accuracy | entropy |" in text
+    assert "| map | 3 | 0.3 | 0.100 ± 0.058 | 3.000 ± 0.577 |" in text
+    assert "![toy-test](page.png)" in text and (tmp_path / "docs" / "page.png").stat().st_size > 1000
+    long = np.loadtxt(out / "table_sweep.csv", delimiter=",", skiprows=1, usecols=(2, 3))
+    assert long.shape == (4, 2)  # 2 methods x 2 epsilons
+    assert (out / "sweeps.png").exists()

@@ -127,8 +127,13 @@ class Predictive:
 
     def mutual_information(self) -> Tensor:
         """``[B]`` mutual information between y and the function (BALD): entropy minus
-        expected entropy; clamped at 0 against round-off."""
-        return (self.entropy() - self.expected_entropy()).clamp_min(0.0)
+        expected entropy; clamped at 0 against round-off, and exactly 0 at an input where every
+        sampled function gives the same output (a deterministic network's draws): there the
+        difference of two rounded entropies would otherwise leave a round-off residue that
+        grows with the entropy and ranks inputs by it."""
+        mi = (self.entropy() - self.expected_entropy()).clamp_min(0.0)
+        agree = (self.samples == self.samples[:1]).all(-1).all(0)
+        return mi.masked_fill(agree, 0.0)
 
     def _require(self, kind: str, what: str) -> None:
         if self.kind != kind:

@@ -63,18 +63,25 @@ def _print_table(out: Path, console, markdown=None, command=None) -> None:
     from rich.table import Table
 
     from ..grid import grid_table
-    from ..grid.table import display_frame
+    from ..grid.table import display_frame, long_sweep_table, split_sweeps
 
     table = grid_table(out, markdown=markdown, command=command)
     if table.empty:
         console.print(f"{out}: no finished cells yet")
         return
     metrics = [c for c in table.columns if f"{c}_se" in table.columns]
-    shown = display_frame(table, metrics)
-    view = Table(title=f"{out} (mean ± s.e.)")
-    for col in shown.columns:
-        view.add_column(str(col))
-    for row in shown.itertuples(index=False):
-        view.add_row(*(str(v) for v in row))
-    console.print(view)
+    plain, sweeps = split_sweeps(metrics)
+    keys = [c for c in table.columns if c not in metrics and not c.endswith("_se")]
+    frames = [(f"{out} (mean ± s.e.)", display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain))]
+    if sweeps:
+        frames.append((f"{out}: swept metrics (mean ± s.e.)",
+                       display_frame(long_sweep_table(table, sweeps, keys, table.attrs.get("sweep_axis", "value")),
+                                     list(sweeps))))
+    for title, shown in frames:
+        view = Table(title=title)
+        for col in shown.columns:
+            view.add_column(str(col))
+        for row in shown.itertuples(index=False):
+            view.add_row(*(str(v) for v in row))
+        console.print(view)
     console.print(f"written: {out}/table.csv, table.md, cells.csv" + (f", {markdown}" if markdown else ""))

@@ -24,7 +24,8 @@ from .jobs import JOBS
 from .spec import GridSpec, load_spec, parse_spec
 from .store import CellStore, cell_hash
 from .reference import add_reference
-from .table import aggregate, cells_frame, display_frame, to_markdown
+from .plots import plot_sweeps
+from .table import aggregate, cells_frame, display_frame, long_sweep_table, split_sweeps, to_markdown
 
 __all__ = ["GridSpec", "GridRun", "load_spec", "parse_spec", "run_grid", "grid_table", "cell_hash", "JOBS",
            "EXECUTORS", "CellStore"]
@@ -98,8 +99,11 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
     key), with the published numbers beside them when the spec has a ``[reference]``.
 
     Writes ``cells.csv``, ``table.csv`` and ``table.md`` into ``out`` when ``write``, and a
-    results page (title, description, protocol note, command, cells finished, the table)
-    to ``markdown`` when given.
+    results page (title, description, protocol note, command, cells finished, the tables) to
+    ``markdown`` when given. Metrics swept over a value (``accuracy@0.1``, ``entropy@0.1``,
+    ... of an attack) are shown in long form, one row per method and value
+    (``table_sweep.csv``), and plotted against it beside the page (``NAME.png``) and in ``out``
+    (``sweeps.png``).
     """
     out = Path(out)
     try:
@@ -114,17 +118,35 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         return frame
     metrics = sorted({k for r in records for k in r["metrics"]})
     table = aggregate(frame, spec.job.replicate, metrics)
-    shown = display_frame(table, metrics)
+    table.attrs["sweep_axis"] = spec.job.sweep_axis
+    plain, sweeps = split_sweeps(metrics)
+    keys = [c for c in table.columns if c not in metrics and not c.endswith("_se")]
+    shown = display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain)
     if spec.reference:
         base = Path(meta.get("source") or out / "grid.json").parent
         shown = add_reference(shown, spec.reference, base)
+    sections = [to_markdown(shown)]
+    long = None
+    if sweeps:
+        axis = spec.job.sweep_axis
+        long = long_sweep_table(table, sweeps, keys, axis)
+        long_shown = display_frame(long, list(sweeps))
+        sections.append(f"Against {axis}:\n\n" + to_markdown(long_shown))
     if write:
         atomic_write_text(out / "cells.csv", frame.to_csv(index=False))
         atomic_write_text(out / "table.csv", table.to_csv(index=False))
-        atomic_write_text(out / "table.md", to_markdown(shown))
+        atomic_write_text(out / "table.md", "\n".join(sections))
+        if long is not None:
+            atomic_write_text(out / "table_sweep.csv", long.to_csv(index=False))
+            plot_sweeps(long, list(sweeps), spec.job.sweep_axis, out / "sweeps.png", title=spec.name)
     if markdown is not None:
-        page = results_page(spec, shown, len(records), len(cells), command or recorded_commands(records))
-        atomic_write_text(Path(markdown), page)
+        markdown = Path(markdown)
+        if long is not None:
+            figure = plot_sweeps(long, list(sweeps), spec.job.sweep_axis, markdown.with_suffix(".png"),
+                                 title=spec.name)
+            sections.append(f"![{spec.name}]({figure.name})\n")
+        page = results_page(spec, sections, len(records), len(cells), command or recorded_commands(records))
+        atomic_write_text(markdown, page)
     return table
 
 
@@ -146,8 +168,9 @@ def recorded_commands(records: list[dict]) -> str | None:
     return "\n    ".join(sorted(counts, key=counts.get, reverse=True))
 
 
-def results_page(spec: GridSpec, shown: pd.DataFrame, finished: int, total: int, command: str | None) -> str:
-    """A docs page: what the grid is, how it was produced, ours beside the paper's."""
+def results_page(spec: GridSpec, sections: list[str], finished: int, total: int, command: str | None) -> str:
+    """A docs page: what the grid is, how it was produced, ours beside the paper's (``sections``:
+    Markdown tables and figure links, in order)."""
     lines = [f"# {spec.name}", ""]
     if spec.description:
         lines += [spec.description, ""]
@@ -158,5 +181,5 @@ def results_page(spec: GridSpec, shown: pd.DataFrame, finished: int, total: int,
     if command:
         lines += ["Produced by", "", "    " + command, ""]
     lines += [f"Cells finished: {finished} of {total}. Ours: mean ± standard error over "
-              f"`{spec.job.replicate}`; `n` is the number of {spec.job.replicate}s.", "", to_markdown(shown)]
-    return "\n".join(lines)
+              f"`{spec.job.replicate}`; `n` is the number of {spec.job.replicate}s.", ""]
+    return "\n".join(lines + ["\n".join(sections)])

@@ -32,6 +32,8 @@ class Job:
     run: Callable[[dict], dict]
     check_method: Callable[[dict, str], dict]
     choices: dict
+    #: what the ``@`` in swept metric names (``accuracy@0.1``) ranges over, for tables and plots
+    sweep_axis: str = "value"
 
     def check(self, key: str, value, where: str):
         """``value`` converted to the key's type, or a ``ValueError`` naming ``where``."""
@@ -271,7 +273,8 @@ JOBS: dict[str, Job] = {
         replicate="seed", run=run_attack,
         check_method=lambda entry, where: _posterior_method(entry, where, likelihood="categorical"),
         choices={"dataset": _one_of(("digits", "mnist")), "epochs": _positive, "batch_size": _positive,
-                 "lr": _positive, "n_attack": _positive, "n_samples": _positive}),
+                 "lr": _positive, "n_attack": _positive, "n_samples": _positive},
+        sweep_axis="epsilon"),
     "toy": Job(
         "toy",
         defaults={"toy": "bimodal", "seed": 0, "steps": 20_000, "hidden": [50, 50], "activation": "leaky_relu",

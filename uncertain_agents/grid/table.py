@@ -73,3 +73,43 @@ def to_markdown(frame: pd.DataFrame) -> str:
     for row in frame.itertuples(index=False):
         lines.append("| " + " | ".join(str(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
+
+
+def split_sweeps(metric_names: list[str]) -> tuple[list[str], dict[str, list[tuple[float, str]]]]:
+    """Separate plain metrics from swept ones named ``base@value`` (e.g. ``accuracy@0.1``).
+
+    Returns ``(plain, sweeps)`` with ``sweeps[base] = [(value, metric name), ...]`` sorted by
+    value. A name whose part after ``@`` is not a number stays plain.
+    """
+    plain, sweeps = [], {}
+    for m in metric_names:
+        base, sep, value = m.partition("@")
+        try:
+            x = float(value) if sep else None
+        except ValueError:
+            x = None
+        if x is None:
+            plain.append(m)
+        else:
+            sweeps.setdefault(base, []).append((x, m))
+    return plain, {b: sorted(v) for b, v in sweeps.items()}
+
+
+def long_sweep_table(table: pd.DataFrame, sweeps: dict[str, list[tuple[float, str]]], keys: list[str],
+                     axis: str = "value") -> pd.DataFrame:
+    """The swept metrics of an aggregated ``table`` in long form: one row per configuration
+    (its ``keys`` columns, e.g. ``method`` and ``n``) and sweep value, one ``base`` (and
+    ``base_se``) column per swept metric; values a metric was not measured at are NaN.
+    ``axis`` names the sweep column (e.g. ``epsilon``)."""
+    values = sorted({x for pairs in sweeps.values() for x, _ in pairs})
+    rows = []
+    for _, row in table.iterrows():
+        for x in values:
+            out = {k: row[k] for k in keys}
+            out[axis] = x
+            for base, pairs in sweeps.items():
+                name = dict((v, m) for v, m in pairs).get(x)
+                out[base] = row[name] if name else float("nan")
+                out[f"{base}_se"] = row[f"{name}_se"] if name else float("nan")
+            rows.append(out)
+    return pd.DataFrame(rows)

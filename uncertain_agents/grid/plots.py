@@ -1,0 +1,38 @@
+"""Figures of a grid's swept metrics (e.g. accuracy and entropy against the attack's ε)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ..runs import atomic_write_bytes
+
+
+def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, title: str = "") -> Path:
+    """One panel per swept metric against ``axis``, one line per method (± s.e. band); saved
+    atomically as a PNG at ``path``. ``long_table`` is :func:`~.table.long_sweep_table`'s output."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(bases), figsize=(4.2 * len(bases), 3.4), squeeze=False)
+    for ax, base in zip(axes[0], bases):
+        for method, group in long_table.groupby("method", sort=False):
+            group = group.dropna(subset=[base]).sort_values(axis)
+            x, y, se = group[axis].to_numpy(), group[base].to_numpy(), group[f"{base}_se"].fillna(0).to_numpy()
+            ax.plot(x, y, marker="o", ms=3, label=str(method))
+            ax.fill_between(x, y - se, y + se, alpha=0.2)
+        ax.set_xlabel(axis)
+        ax.set_ylabel(base)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return atomic_write_bytes(Path(path), buffer.getvalue())
