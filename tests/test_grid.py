@@ -198,3 +198,14 @@ def test_swept_metrics_get_a_long_table_and_a_figure(tmp_path, monkeypatch):
     long = np.loadtxt(out / "table_sweep.csv", delimiter=",", skiprows=1, usecols=(2, 3))
     assert long.shape == (4, 2)  # 2 methods x 2 epsilons
     assert (out / "sweeps.png").exists()
+
+
+def test_only_runs_the_named_methods_and_the_rest_later(tmp_path):
+    out = tmp_path / "grid"
+    part = run_grid(toy_spec(), out, only=["map"])
+    assert (part.total, part.finished) == (3, 3)
+    assert {r["config"]["method"]["posterior"] for r in cell_files(out).values()} == {"map"}
+    rest = run_grid(toy_spec(), out)
+    assert (rest.total, rest.skipped, rest.finished) == (6, 3, 3)
+    with pytest.raises(ValueError, match="only must name methods.*mfvi\\(prior_std=1.0\\)"):
+        run_grid(toy_spec(), out, only=["mfvi"])

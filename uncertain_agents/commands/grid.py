@@ -17,6 +17,8 @@ def register(sub) -> None:
     run.add_argument("--workers", type=int, default=1, help="local processes, or CPUs of a Ray instance started here")
     run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers)")
     run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
+    run.add_argument("--only", default=None,
+                     help="comma-separated method labels: run only their cells (the rest stay for a later run)")
     run.set_defaults(func=_run)
     table = grid_sub.add_parser("table", help="aggregate a grid folder: mean ± s.e. per configuration")
     table.add_argument("out", type=Path, help="grid folder")
@@ -33,9 +35,12 @@ def _run(args) -> int:
 
     from ..grid import load_spec, run_grid
 
+    from ..grid.table import method_label
+
     spec = load_spec(args.spec)
     console = Console()
-    cells = spec.cells()
+    only = None if args.only is None else [label.strip() for label in args.only.split(",")]
+    cells = [c for c in spec.cells() if only is None or method_label(c["method"]) in only]
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task(f"grid {spec.name}", total=len(cells))
@@ -43,7 +48,7 @@ def _run(args) -> int:
 
         bar.update(task, completed=sum(CellStore(args.out).done(c) for c in cells))
         result = run_grid(spec, args.out, executor=args.executor, workers=args.workers, threads=args.threads,
-                          ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task))
+                          ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task), only=only)
     console.print(f"{spec.name}: {result.total} cells, {result.skipped} already finished, "
                   f"{result.finished} run now, {len(result.failed)} failed → {args.out}")
     for cell, error in result.failed:

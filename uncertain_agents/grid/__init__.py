@@ -25,7 +25,7 @@ from .spec import GridSpec, load_spec, parse_spec
 from .store import CellStore, cell_hash
 from .reference import add_reference
 from .plots import plot_sweeps
-from .table import aggregate, cells_frame, display_frame, long_sweep_table, split_sweeps, to_markdown
+from .table import aggregate, cells_frame, method_label, display_frame, long_sweep_table, split_sweeps, to_markdown
 
 __all__ = ["GridSpec", "GridRun", "load_spec", "parse_spec", "run_grid", "grid_table", "cell_hash", "JOBS",
            "EXECUTORS", "CellStore"]
@@ -44,7 +44,7 @@ class GridRun:
 
 def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local", workers: int = 1,
              threads: int | None = None, ray_address: str | None = None,
-             progress: Callable[[dict, dict], None] | None = None) -> GridRun:
+             progress: Callable[[dict, dict], None] | None = None, only: list[str] | None = None) -> GridRun:
     """Run every cell of ``spec`` not yet finished in ``out``.
 
     Args:
@@ -53,6 +53,9 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         threads: torch threads per cell (default: the cores divided among the workers).
         ray_address: a running Ray cluster to connect to (default: start a local instance).
         progress: ``progress(cell, result)`` after every cell.
+        only: run only the cells of these methods (their labels as the table shows them). Cells
+            are named by their configuration, so a later run of the whole spec into the same
+            folder skips them, and two runs with disjoint ``only`` can share a folder.
     """
     if not isinstance(spec, GridSpec):
         spec = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
@@ -72,6 +75,12 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         {"spec": raw, "source": spec.source, "cells": [cell_hash(c) for c in spec.cells()]}, indent=1))
     store = CellStore(out)
     cells = spec.cells()
+    if only is not None:
+        labels = {method_label(m) for m in spec.methods}
+        unknown = [label for label in only if label not in labels]
+        if unknown or not only:
+            raise ValueError(f"only must name methods of the spec, one of {sorted(labels)}; got {only!r}")
+        cells = [c for c in cells if method_label(c["method"]) in only]
     todo = [c for c in cells if not store.done(c)]
     run = GridRun(len(cells), len(cells) - len(todo))
     manifest = run_manifest()
