@@ -68,20 +68,17 @@ def _print_table(out: Path, console, markdown=None, command=None) -> None:
     from rich.table import Table
 
     from ..grid import grid_table
-    from ..grid.table import display_frame, long_sweep_table, split_sweeps
+    from ..grid.table import display_frame, shown_tables
 
     table = grid_table(out, markdown=markdown, command=command)
     if table.empty:
         console.print(f"{out}: no finished cells yet")
         return
     metrics = [c for c in table.columns if f"{c}_se" in table.columns]
-    plain, sweeps = split_sweeps(metrics)
-    keys = [c for c in table.columns if c not in metrics and not c.endswith("_se")]
-    frames = [(f"{out} (mean ± s.e.)", display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain))]
-    if sweeps:
-        frames.append((f"{out}: swept metrics (mean ± s.e.)",
-                       display_frame(long_sweep_table(table, sweeps, keys, table.attrs.get("sweep_axis", "value")),
-                                     list(sweeps))))
+    shown, long, swept = shown_tables(table, metrics, table.attrs.get("sweep_axis", "value"))
+    frames = [(f"{out} (mean ± s.e.)", shown)]
+    if long is not None:
+        frames.append((f"{out}: swept metrics (mean ± s.e.)", display_frame(long, swept)))
     for title, shown in frames:
         view = Table(title=title)
         for col in shown.columns:

@@ -25,7 +25,7 @@ from .spec import GridSpec, load_spec, parse_spec
 from .store import CellStore, cell_hash
 from .reference import add_reference
 from .plots import plot_sweeps
-from .table import aggregate, cells_frame, method_label, display_frame, long_sweep_table, split_sweeps, to_markdown
+from .table import aggregate, cells_frame, display_frame, method_label, shown_tables, to_markdown
 
 __all__ = ["GridSpec", "GridRun", "load_spec", "parse_spec", "run_grid", "grid_table", "cell_hash", "JOBS",
            "EXECUTORS", "CellStore"]
@@ -128,31 +128,25 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
     metrics = sorted({k for r in records for k in r["metrics"]})
     table = aggregate(frame, spec.job.replicate, metrics)
     table.attrs["sweep_axis"] = spec.job.sweep_axis
-    plain, sweeps = split_sweeps(metrics)
-    keys = [c for c in table.columns if c not in metrics and not c.endswith("_se")]
-    shown = display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain)
+    axis = spec.job.sweep_axis
+    shown, long, swept = shown_tables(table, metrics, axis)
     if spec.reference:
         base = Path(meta.get("source") or out / "grid.json").parent
         shown = add_reference(shown, spec.reference, base)
     sections = [to_markdown(shown)]
-    long = None
-    if sweeps:
-        axis = spec.job.sweep_axis
-        long = long_sweep_table(table, sweeps, keys, axis)
-        long_shown = display_frame(long, list(sweeps))
-        sections.append(f"Against {axis}:\n\n" + to_markdown(long_shown))
+    if long is not None:
+        sections.append(f"Against {axis}:\n\n" + to_markdown(display_frame(long, swept)))
     if write:
         atomic_write_text(out / "cells.csv", frame.to_csv(index=False))
         atomic_write_text(out / "table.csv", table.to_csv(index=False))
         atomic_write_text(out / "table.md", "\n".join(sections))
         if long is not None:
             atomic_write_text(out / "table_sweep.csv", long.to_csv(index=False))
-            plot_sweeps(long, list(sweeps), spec.job.sweep_axis, out / "sweeps.png", title=spec.name)
+            plot_sweeps(long, swept, axis, out / "sweeps.png", title=spec.name)
     if markdown is not None:
         markdown = Path(markdown)
         if long is not None:
-            figure = plot_sweeps(long, list(sweeps), spec.job.sweep_axis, markdown.with_suffix(".png"),
-                                 title=spec.name)
+            figure = plot_sweeps(long, swept, axis, markdown.with_suffix(".png"), title=spec.name)
             sections.append(f"![{spec.name}]({figure.name})\n")
         page = results_page(spec, sections, len(records), len(cells), command or recorded_commands(records))
         atomic_write_text(markdown, page)

@@ -113,3 +113,15 @@ def long_sweep_table(table: pd.DataFrame, sweeps: dict[str, list[tuple[float, st
                 out[f"{base}_se"] = row[f"{name}_se"] if name else float("nan")
             rows.append(out)
     return pd.DataFrame(rows)
+
+
+def shown_tables(table: pd.DataFrame, metric_names: list[str], axis: str = "value"
+                 ) -> tuple[pd.DataFrame, pd.DataFrame | None, list[str]]:
+    """What a table view shows of an aggregated ``table``: the plain metrics as "mean ± s.e."
+    text per configuration, the swept ones in long form against ``axis`` (numeric, ``None``
+    when there are none) and the swept metrics' base names."""
+    plain, sweeps = split_sweeps(metric_names)
+    keys = [c for c in table.columns if c not in metric_names and not c.endswith("_se")]
+    shown = display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain)
+    long = long_sweep_table(table, sweeps, keys, axis) if sweeps else None
+    return shown, long, list(sweeps)
