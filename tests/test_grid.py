@@ -194,8 +194,8 @@ def test_swept_metrics_get_a_long_table_and_a_figure(tmp_path, monkeypatch):
     text = page.read_text()
     assert "Against epsilon:" in text and "| method | n | epsilon | accuracy | entropy |" in text
     assert "| map | 3 | 0.3 | 0.100 ± 0.058 | 3.000 ± 0.577 |" in text
-    assert "![toy-test](page.png)" in text and (tmp_path / "docs" / "page.png").stat().st_size > 1000
-    long = np.loadtxt(out / "table_sweep.csv", delimiter=",", skiprows=1, usecols=(2, 3))
+    assert "![toy-test: against epsilon](page.png)" in text and (tmp_path / "docs" / "page.png").stat().st_size > 1000
+    long = np.loadtxt(out / "table_sweeps.csv", delimiter=",", skiprows=1, usecols=(2, 3))
     assert long.shape == (4, 2)  # 2 methods x 2 epsilons
     assert (out / "sweeps.png").exists()
 
@@ -209,3 +209,31 @@ def test_only_runs_the_named_methods_and_the_rest_later(tmp_path):
     assert (rest.total, rest.skipped, rest.finished) == (6, 3, 3)
     with pytest.raises(ValueError, match="only must name methods.*mfvi\\(prior_std=1.0\\)"):
         run_grid(toy_spec(), out, only=["mfvi"])
+
+
+def test_attack_cells_with_a_targeted_attack_and_keys_added_later(tmp_path):
+    # the targeted I-FGSM keys are optional: a spec that leaves them out makes the same cells
+    # (same names) as before they existed; one that sets them adds ifgsm_* metrics per step
+    base = {"name": "attack-test", "kind": "attack",
+            "settings": {"dataset": "digits", "hidden": [16], "epochs": 0.5, "n_attack": 40, "n_samples": 2,
+                         "epsilons": [0.1]},
+            "cross": {"seed": [0]}, "methods": [{"posterior": "mfvi"}]}
+    plain = parse_spec(base).cells()[0]
+    assert not {"targeted_steps", "target", "n_targeted"} & set(plain)
+    targeted = json.loads(json.dumps(base))
+    targeted["settings"].update(targeted_steps=2, targeted_every=1, n_targeted=30)
+    spec = parse_spec(targeted)
+    assert cell_hash(spec.cells()[0]) != cell_hash(plain)
+    with pytest.raises(ValueError, match="settings.targeted_steps must be an integer"):
+        parse_spec({**targeted, "settings": {**targeted["settings"], "targeted_steps": 1.5}})
+    out = tmp_path / "grid"
+    assert run_grid(spec, out).finished == 1
+    metrics = next(iter(cell_files(out).values()))["metrics"]
+    assert {"accuracy@0.1", "auroc_mi@0.1", "ifgsm_target_success@0", "ifgsm_target_success@2",
+            "ifgsm_accuracy@1", "ifgsm_auroc_entropy@2"} <= set(metrics)
+    assert metrics["ifgsm_target_success@0"] <= metrics["ifgsm_target_success@2"] + 0.2
+    page = tmp_path / "page.md"
+    grid_table(out, markdown=page)
+    text = page.read_text()
+    assert "Against epsilon:" in text and "Against step:" in text
+    assert (tmp_path / "page.png").exists() and (tmp_path / "page_step.png").exists()

@@ -75,10 +75,10 @@ def _print_table(out: Path, console, markdown=None, command=None) -> None:
         console.print(f"{out}: no finished cells yet")
         return
     metrics = [c for c in table.columns if f"{c}_se" in table.columns]
-    shown, long, swept = shown_tables(table, metrics, table.attrs.get("sweep_axis", "value"))
+    axes = table.attrs.get("sweep_axes", {})
+    shown, longs = shown_tables(table, metrics, lambda base: axes.get(base, "value"))
     frames = [(f"{out} (mean ± s.e.)", shown)]
-    if long is not None:
-        frames.append((f"{out}: swept metrics (mean ± s.e.)", display_frame(long, swept)))
+    frames += [(f"{out}: against {axis} (mean ± s.e.)", display_frame(long, bases)) for axis, long, bases in longs]
     for title, shown in frames:
         view = Table(title=title)
         for col in shown.columns:

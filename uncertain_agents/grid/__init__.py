@@ -127,27 +127,28 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         return frame
     metrics = sorted({k for r in records for k in r["metrics"]})
     table = aggregate(frame, spec.job.replicate, metrics)
-    table.attrs["sweep_axis"] = spec.job.sweep_axis
-    axis = spec.job.sweep_axis
-    shown, long, swept = shown_tables(table, metrics, axis)
+    table.attrs["sweep_axes"] = {m.partition("@")[0]: spec.job.axis_of(m.partition("@")[0])
+                                 for m in metrics if "@" in m}
+    shown, longs = shown_tables(table, metrics, spec.job.axis_of)
     if spec.reference:
         base = Path(meta.get("source") or out / "grid.json").parent
         shown = add_reference(shown, spec.reference, base)
     sections = [to_markdown(shown)]
-    if long is not None:
-        sections.append(f"Against {axis}:\n\n" + to_markdown(display_frame(long, swept)))
+    sections += [f"Against {axis}:\n\n" + to_markdown(display_frame(long, bases)) for axis, long, bases in longs]
+    figure_names = [("sweeps" if i == 0 else f"sweeps_{axis}") for i, (axis, _, _) in enumerate(longs)]
     if write:
         atomic_write_text(out / "cells.csv", frame.to_csv(index=False))
         atomic_write_text(out / "table.csv", table.to_csv(index=False))
         atomic_write_text(out / "table.md", "\n".join(sections))
-        if long is not None:
-            atomic_write_text(out / "table_sweep.csv", long.to_csv(index=False))
-            plot_sweeps(long, swept, axis, out / "sweeps.png", title=spec.name)
+        for name, (axis, long, bases) in zip(figure_names, longs):
+            atomic_write_text(out / f"table_{name}.csv", long.to_csv(index=False))
+            plot_sweeps(long, bases, axis, out / f"{name}.png", title=spec.name)
     if markdown is not None:
         markdown = Path(markdown)
-        if long is not None:
-            figure = plot_sweeps(long, swept, axis, markdown.with_suffix(".png"), title=spec.name)
-            sections.append(f"![{spec.name}]({figure.name})\n")
+        for i, (axis, long, bases) in enumerate(longs):
+            path = markdown.with_suffix(".png") if i == 0 else markdown.with_name(f"{markdown.stem}_{axis}.png")
+            figure = plot_sweeps(long, bases, axis, path, title=f"{spec.name}: against {axis}")
+            sections.append(f"![{spec.name}: against {axis}]({figure.name})\n")
         page = results_page(spec, sections, len(records), len(cells), command or recorded_commands(records))
         atomic_write_text(markdown, page)
     return table

@@ -16,7 +16,7 @@ metrics.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 INT, FLOAT, STR, INTS, FLOATS, OPT_INT, OPT_FLOAT, OPT_INTS = (
@@ -34,6 +34,19 @@ class Job:
     choices: dict
     #: what the ``@`` in swept metric names (``accuracy@0.1``) ranges over, for tables and plots
     sweep_axis: str = "value"
+    #: ``(prefix, axis)``: swept metrics whose name starts with ``prefix`` range over ``axis``
+    sweep_axes: tuple = ()
+    #: keys a spec may set that are *not* written into cells that leave them out (added after
+    #: cells were stored, so those keep their names); ``{key: value used when absent}``
+    optional: dict = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[str]:
+        return sorted({*self.defaults, *self.optional})
+
+    def axis_of(self, base: str) -> str:
+        """The sweep axis of swept metric ``base`` (the part of its name before ``@``)."""
+        return next((axis for prefix, axis in self.sweep_axes if base.startswith(prefix)), self.sweep_axis)
 
     def check(self, key: str, value, where: str):
         """``value`` converted to the key's type, or a ``ValueError`` naming ``where``."""
@@ -209,6 +222,7 @@ def run_attack(cell: dict) -> dict:
 
     from attacks.evaluate import attack_subset, load_dataset, train_classifier
     from attacks.fgsm import fgsm
+    from attacks.ifgsm import targeted_ifgsm
 
     from ..registry import make_posterior
 
@@ -225,12 +239,25 @@ def run_attack(cell: dict) -> dict:
     out = {"train_seconds": seconds, "clean_accuracy": float(frame.loc[0.0, "accuracy"]),
            "clean_entropy": float(frame.loc[0.0, "mean_entropy"])}
     for eps in epsilons[1:]:
-        row = frame.loc[eps]
-        out[f"accuracy@{eps:g}"] = float(row["accuracy"])
-        out[f"entropy@{eps:g}"] = float(row["mean_entropy"])
-        out[f"auroc_entropy@{eps:g}"] = float(row["auroc_entropy"])
-        out[f"auroc_mi@{eps:g}"] = float(row["auroc_mutual_information"])
+        out.update(_attack_scores(frame.loc[eps], f"@{eps:g}"))
+    steps = cell.get("targeted_steps", 0)
+    if steps:  # targeted I-FGSM towards one class (Li & Gal Fig. 7), scored every few steps
+        n_targeted = cell.get("n_targeted", cell["n_attack"])
+        x, y = attack_subset(data, n_targeted, seed=cell["seed"])
+        path = targeted_ifgsm(post, torch.as_tensor(x), torch.as_tensor(y), target=cell.get("target", 0),
+                              step=cell.get("targeted_step", 0.01), steps=steps, n_samples=cell["n_samples"],
+                              seed=cell["seed"]).set_index("step")
+        every = cell.get("targeted_every", 5)
+        for k in sorted({*range(0, steps + 1, every), steps}):
+            out.update(_attack_scores(path.loc[k], f"@{k}", prefix="ifgsm_"))
+            out[f"ifgsm_target_success@{k}"] = float(path.loc[k, "target_success"])
     return out
+
+
+def _attack_scores(row, suffix: str, prefix: str = "") -> dict:
+    return {f"{prefix}accuracy{suffix}": float(row["accuracy"]), f"{prefix}entropy{suffix}": float(row["mean_entropy"]),
+            f"{prefix}auroc_entropy{suffix}": float(row["auroc_entropy"]),
+            f"{prefix}auroc_mi{suffix}": float(row["auroc_mutual_information"])}
 
 
 def run_toy(cell: dict) -> dict:
@@ -269,12 +296,17 @@ JOBS: dict[str, Job] = {
         defaults={"dataset": "digits", "seed": 0, "hidden": [400, 400], "epochs": 5.0, "batch_size": 128,
                   "lr": None, "n_attack": None, "n_samples": 20, "epsilons": [0.0, 0.15, 0.3], "device": "cpu"},
         types={"dataset": STR, "seed": INT, "hidden": INTS, "epochs": FLOAT, "batch_size": INT, "lr": OPT_FLOAT,
-               "n_attack": OPT_INT, "n_samples": INT, "epsilons": FLOATS, "device": STR},
+               "n_attack": OPT_INT, "n_samples": INT, "epsilons": FLOATS, "device": STR,
+               "targeted_steps": INT, "target": INT, "targeted_step": FLOAT, "targeted_every": INT,
+               "n_targeted": OPT_INT},
         replicate="seed", run=run_attack,
         check_method=lambda entry, where: _posterior_method(entry, where, likelihood="categorical"),
         choices={"dataset": _one_of(("digits", "mnist")), "epochs": _positive, "batch_size": _positive,
-                 "lr": _positive, "n_attack": _positive, "n_samples": _positive},
-        sweep_axis="epsilon"),
+                 "lr": _positive, "n_attack": _positive, "n_samples": _positive, "targeted_steps": _non_negative,
+                 "target": _non_negative, "targeted_step": _positive, "targeted_every": _positive,
+                 "n_targeted": _positive},
+        sweep_axis="epsilon", sweep_axes=(("ifgsm_", "step"),),
+        optional={"targeted_steps": 0, "target": 0, "targeted_step": 0.01, "targeted_every": 5, "n_targeted": None}),
     "toy": Job(
         "toy",
         defaults={"toy": "bimodal", "seed": 0, "steps": 20_000, "hidden": [50, 50], "activation": "leaky_relu",

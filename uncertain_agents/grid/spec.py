@@ -137,9 +137,8 @@ def _table(raw: dict, key: str, where: str) -> dict:
 
 
 def _check_key(job: Job, key: str, where: str, section: str) -> None:
-    if key not in job.defaults:
-        raise ValueError(f"{where}: unknown key {section}.{key} for kind {job.name!r}; "
-                         f"valid: {sorted(job.defaults)}")
+    if key not in job.defaults and key not in job.optional:
+        raise ValueError(f"{where}: unknown key {section}.{key} for kind {job.name!r}; valid: {job.keys}")
 
 
 def _method(entry, i: int, where: str) -> dict:

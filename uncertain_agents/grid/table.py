@@ -115,13 +115,16 @@ def long_sweep_table(table: pd.DataFrame, sweeps: dict[str, list[tuple[float, st
     return pd.DataFrame(rows)
 
 
-def shown_tables(table: pd.DataFrame, metric_names: list[str], axis: str = "value"
-                 ) -> tuple[pd.DataFrame, pd.DataFrame | None, list[str]]:
+def shown_tables(table: pd.DataFrame, metric_names: list[str], axis_of=lambda base: "value"
+                 ) -> tuple[pd.DataFrame, list[tuple[str, pd.DataFrame, list[str]]]]:
     """What a table view shows of an aggregated ``table``: the plain metrics as "mean ± s.e."
-    text per configuration, the swept ones in long form against ``axis`` (numeric, ``None``
-    when there are none) and the swept metrics' base names."""
+    text per configuration, and per sweep axis (``axis_of(base)``, e.g. ``epsilon``) the
+    swept metrics in long form (numeric) with their base names."""
     plain, sweeps = split_sweeps(metric_names)
     keys = [c for c in table.columns if c not in metric_names and not c.endswith("_se")]
     shown = display_frame(table[keys + [c for m in plain for c in (m, f"{m}_se")]], plain)
-    long = long_sweep_table(table, sweeps, keys, axis) if sweeps else None
-    return shown, long, list(sweeps)
+    by_axis: dict[str, dict] = {}
+    for base, pairs in sweeps.items():
+        by_axis.setdefault(axis_of(base), {})[base] = pairs
+    longs = [(axis, long_sweep_table(table, group, keys, axis), list(group)) for axis, group in by_axis.items()]
+    return shown, longs
