@@ -27,7 +27,8 @@ TWINS = [p for p in SPECS if p.stem.endswith("_rmse")]
 PAPER_SPECS = ["dropout_alpha_uci", "dropout_alpha_uci_rmse", "dropout_alpha_uci_protein",
                "dropout_alpha_uci_protein_rmse", "fsvgd_uci", "fsvgd_uci_rmse", "fsvgd_uci_small",
                "fsvgd_uci_small_rmse", "fsvgd_uci_protein", "fsvgd_uci_protein_rmse", "fsvgd_bandits",
-               "dropout_alpha_mnist_attacks", "refined_vi_uci_large", "refined_vi_uci_protein"]
+               "dropout_alpha_mnist_attacks", "dropout_alpha_mnist_targeted", "refined_vi_uci_large",
+               "refined_vi_uci_protein"]
 
 # Metrics each job writes into a cell (a reference may only map these).
 JOB_METRICS = {
