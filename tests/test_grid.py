@@ -237,3 +237,29 @@ def test_attack_cells_with_a_targeted_attack_and_keys_added_later(tmp_path):
     text = page.read_text()
     assert "Against epsilon:" in text and "Against step:" in text
     assert (tmp_path / "page.png").exists() and (tmp_path / "page_step.png").exists()
+
+
+def test_attack_cells_share_trained_classifiers_through_the_cache(tmp_path, monkeypatch):
+    # a second attack spec with the same training loads the classifier the first one trained
+    # and scores exactly what training it again would have given
+    from uncertain_agents.grid.jobs import TRAINED_CACHE_ENV
+
+    def spec(name, **settings):
+        return {"name": name, "kind": "attack", "cross": {"seed": [3]},
+                "settings": {"dataset": "digits", "hidden": [16], "epochs": 0.5, "n_attack": 40, "n_samples": 3,
+                             "epsilons": [0.1], **settings},
+                "methods": [{"posterior": "dropout-alpha", "options": {"alpha": 0.5, "dropout": 0.2}}]}
+
+    fresh = tmp_path / "fresh"
+    run_grid(spec("b", targeted_steps=1, targeted_every=1), fresh)  # no cache: trains
+    monkeypatch.setenv(TRAINED_CACHE_ENV, str(tmp_path / "trained"))
+    run_grid(spec("a"), tmp_path / "a")  # trains and fills the cache
+    assert len(list((tmp_path / "trained").glob("*.pt"))) == 1
+    cached = tmp_path / "cached"
+    run_grid(spec("b", targeted_steps=1, targeted_every=1), cached)  # loads
+    assert len(list((tmp_path / "trained").glob("*.pt"))) == 1
+    want, got = (next(iter(cell_files(folder).values()))["metrics"] for folder in (fresh, cached))
+    got_train_seconds = got.pop("train_seconds")
+    want.pop("train_seconds")
+    assert got == want
+    assert got_train_seconds == next(iter(cell_files(tmp_path / "a").values()))["metrics"]["train_seconds"]

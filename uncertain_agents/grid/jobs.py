@@ -16,7 +16,9 @@ metrics.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 INT, FLOAT, STR, INTS, FLOATS, OPT_INT, OPT_FLOAT, OPT_INTS = (
@@ -228,10 +230,15 @@ def run_attack(cell: dict) -> dict:
 
     method = cell["method"]
     data = load_dataset(cell["dataset"])
-    post = make_posterior(method["posterior"], in_dim=data.in_dim, out_dim=data.n_classes,
-                          hidden=tuple(cell["hidden"]), likelihood="categorical", seed=cell["seed"],
-                          device=cell["device"], **method["options"])
-    seconds = train_classifier(post, data, epochs=cell["epochs"], batch_size=cell["batch_size"], lr=cell["lr"])
+
+    def train():
+        post = make_posterior(method["posterior"], in_dim=data.in_dim, out_dim=data.n_classes,
+                              hidden=tuple(cell["hidden"]), likelihood="categorical", seed=cell["seed"],
+                              device=cell["device"], **method["options"])
+        return post, train_classifier(post, data, epochs=cell["epochs"], batch_size=cell["batch_size"],
+                                      lr=cell["lr"])
+
+    post, seconds = _cached_training(cell, train)
     x, y = attack_subset(data, cell["n_attack"], seed=cell["seed"])
     epsilons = sorted({0.0, *cell["epsilons"]})
     frame = fgsm(post, torch.as_tensor(x), torch.as_tensor(y), epsilons=epsilons, n_samples=cell["n_samples"],
@@ -252,6 +259,39 @@ def run_attack(cell: dict) -> dict:
             out.update(_attack_scores(path.loc[k], f"@{k}", prefix="ifgsm_"))
             out[f"ifgsm_target_success@{k}"] = float(path.loc[k, "target_success"])
     return out
+
+
+#: environment variable naming a folder where attack cells keep their trained classifiers
+TRAINED_CACHE_ENV = "UNCERTAIN_AGENTS_TRAINED_CACHE"
+TRAINING_KEYS = ("method", "dataset", "seed", "hidden", "epochs", "batch_size", "lr", "device")
+
+
+def _cached_training(cell: dict, train):
+    """``train()`` -> ``(posterior, seconds)``, through the cache named by
+    ``$UNCERTAIN_AGENTS_TRAINED_CACHE`` when it is set: the trained classifier is saved there
+    under the hash of its training configuration (method with options, data, seed, network,
+    schedule, device), and a cell of another attack spec with the same training loads it
+    instead of training again (``seconds`` is then the recorded training time). Training is
+    seeded, so a cached classifier is the one the cell would have trained; the cache never
+    changes a cell's name or its metrics, only the time it takes."""
+    import os
+
+    from ..registry import load_posterior
+    from ..runs import atomic_write_text
+    from .store import cell_hash
+
+    folder = os.environ.get(TRAINED_CACHE_ENV)
+    if not folder:
+        return train()
+    key = cell_hash({k: cell[k] for k in TRAINING_KEYS})
+    model, record = Path(folder) / f"{key}.pt", Path(folder) / f"{key}.json"
+    if model.is_file() and record.is_file():
+        return load_posterior(model, map_location=cell["device"]), float(json.loads(record.read_text())["seconds"])
+    post, seconds = train()
+    model.parent.mkdir(parents=True, exist_ok=True)
+    post.save(model)
+    atomic_write_text(record, json.dumps({"seconds": seconds, "training": {k: cell[k] for k in TRAINING_KEYS}}))
+    return post, seconds
 
 
 def _attack_scores(row, suffix: str, prefix: str = "") -> dict:
