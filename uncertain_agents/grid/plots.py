@@ -9,7 +9,7 @@ from ..runs import atomic_write_bytes
 
 
 def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, title: str = "") -> Path:
-    """One panel per swept metric against ``axis``, one line per method (± s.e. band); saved
+    """One panel per swept metric against ``axis`` (three to a row), one line per method (± s.e. band); saved
     atomically as a PNG at ``path``. ``long_table`` is :func:`~.table.long_sweep_table`'s output."""
     import io
 
@@ -18,8 +18,12 @@ def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(bases), figsize=(4.2 * len(bases), 3.4), squeeze=False)
-    for ax, base in zip(axes[0], bases):
+    cols = min(3, len(bases))
+    rows = -(-len(bases) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.3 * rows), squeeze=False)
+    for ax in axes.flat[len(bases):]:
+        ax.set_visible(False)
+    for ax, base in zip(axes.flat, bases):
         for method, group in long_table.groupby("method", sort=False):
             group = group.dropna(subset=[base]).sort_values(axis)
             x, y, se = group[axis].to_numpy(), group[base].to_numpy(), group[f"{base}_se"].fillna(0).to_numpy()
@@ -28,7 +32,7 @@ def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, 
         ax.set_xlabel(axis)
         ax.set_ylabel(base)
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
+    axes.flat[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

@@ -84,8 +84,8 @@ def split_sweeps(metric_names: list[str]) -> tuple[list[str], dict[str, list[tup
     plain, sweeps = [], {}
     for m in metric_names:
         base, sep, value = m.partition("@")
-        try:
-            x = float(value) if sep else None
+        try:  # steps stay integers (shown as 5, not 5.0)
+            x = (int(value) if value.lstrip("-").isdigit() else float(value)) if sep else None
         except ValueError:
             x = None
         if x is None:
