@@ -209,6 +209,9 @@ def test_only_runs_the_named_methods_and_the_rest_later(tmp_path):
     assert (rest.total, rest.skipped, rest.finished) == (6, 3, 3)
     with pytest.raises(ValueError, match="only must name methods.*mfvi\\(prior_std=1.0\\)"):
         run_grid(toy_spec(), out, only=["mfvi"])
+    with pytest.raises(ValueError, match="only must name methods"):  # fails before writing anything
+        run_grid(toy_spec(), tmp_path / "untouched", only=["nope"])
+    assert not (tmp_path / "untouched").exists()
 
 
 def test_attack_cells_with_a_targeted_attack_and_keys_added_later(tmp_path):

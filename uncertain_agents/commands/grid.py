@@ -33,14 +33,12 @@ def _run(args) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..grid import load_spec, run_grid
-
-    from ..grid.table import method_label
+    from ..grid import load_spec, run_grid, select_cells
 
     spec = load_spec(args.spec)
     console = Console()
     only = None if args.only is None else [label.strip() for label in args.only.split(",")]
-    cells = [c for c in spec.cells() if only is None or method_label(c["method"]) in only]
+    cells = select_cells(spec, only)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task(f"grid {spec.name}", total=len(cells))

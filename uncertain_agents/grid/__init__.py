@@ -59,6 +59,7 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     """
     if not isinstance(spec, GridSpec):
         spec = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
+    cells = select_cells(spec, only)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -74,13 +75,6 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     atomic_write_text(out / "grid.json", json.dumps(
         {"spec": raw, "source": spec.source, "cells": [cell_hash(c) for c in spec.cells()]}, indent=1))
     store = CellStore(out)
-    cells = spec.cells()
-    if only is not None:
-        labels = {method_label(m) for m in spec.methods}
-        unknown = [label for label in only if label not in labels]
-        if unknown or not only:
-            raise ValueError(f"only must name methods of the spec, one of {sorted(labels)}; got {only!r}")
-        cells = [c for c in cells if method_label(c["method"]) in only]
     todo = [c for c in cells if not store.done(c)]
     run = GridRun(len(cells), len(cells) - len(todo))
     manifest = run_manifest()
@@ -101,6 +95,18 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     else:
         run_local(todo, report, workers=workers, threads=threads)
     return run
+
+
+def select_cells(spec: GridSpec, only: list[str] | None = None) -> list[dict]:
+    """The spec's cells, or only those of the methods labelled ``only`` (a ``ValueError``
+    naming the spec's labels if one is not among them)."""
+    cells = spec.cells()
+    if only is None:
+        return cells
+    labels = {method_label(m) for m in spec.methods}
+    if not only or any(label not in labels for label in only):
+        raise ValueError(f"only must name methods of the spec, one of {sorted(labels)}; got {only!r}")
+    return [c for c in cells if method_label(c["method"]) in only]
 
 
 def grid_table(out, *, write: bool = True, markdown=None, command: str | None = None) -> pd.DataFrame:
