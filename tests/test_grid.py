@@ -214,6 +214,28 @@ def test_only_runs_the_named_methods_and_the_rest_later(tmp_path):
     assert not (tmp_path / "untouched").exists()
 
 
+def test_where_runs_a_slice_of_the_cross_and_the_rest_later(tmp_path):
+    out = tmp_path / "grid"
+    part = run_grid(toy_spec(), out, where={"seed": ["0", 2]})  # the CLI passes strings
+    assert (part.total, part.finished) == (4, 4)
+    assert sorted(r["config"]["seed"] for r in cell_files(out).values()) == [0, 0, 2, 2]
+    both = run_grid(toy_spec(), out, only=["map"], where={"seed": [1]})
+    assert (both.total, both.finished) == (1, 1)
+    rest = run_grid(toy_spec(), out)
+    assert (rest.total, rest.skipped, rest.finished) == (6, 5, 1)
+    from uncertain_agents.commands.grid import _parse_where
+
+    assert _parse_where(["seed=0, 1", "seed=2"]) == {"seed": ["0", "1", "2"]}
+    with pytest.raises(ValueError, match="--where must look like KEY=V1,V2"):
+        _parse_where(["seed"])
+    for where, message in [({"split": [0]}, "'split' is not a cross key of the spec, one of \\['seed'\\]"),
+                           ({"seed": [5]}, "where\\['seed'\\]: 5 is not one of the spec's values \\[0, 1, 2\\]"),
+                           ({"seed": 0}, "must be a non-empty list")]:
+        with pytest.raises(ValueError, match=message):  # fails before writing anything
+            run_grid(toy_spec(), tmp_path / "untouched", where=where)
+    assert not (tmp_path / "untouched").exists()
+
+
 def test_attack_cells_with_a_targeted_attack_and_keys_added_later(tmp_path):
     # the targeted I-FGSM keys are optional: a spec that leaves them out makes the same cells
     # (same names) as before they existed; one that sets them adds ifgsm_* metrics per step

@@ -19,6 +19,9 @@ def register(sub) -> None:
     run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
     run.add_argument("--only", default=None,
                      help="comma-separated method labels: run only their cells (the rest stay for a later run)")
+    run.add_argument("--where", action="append", default=None, metavar="KEY=V1,V2",
+                     help="run only the cells whose cross KEY is one of the values (repeatable), e.g. "
+                          "--where split=0,1 (the rest stay for a later run)")
     run.set_defaults(func=_run)
     table = grid_sub.add_parser("table", help="aggregate a grid folder: mean ± s.e. per configuration")
     table.add_argument("out", type=Path, help="grid folder")
@@ -38,7 +41,8 @@ def _run(args) -> int:
     spec = load_spec(args.spec)
     console = Console()
     only = None if args.only is None else [label.strip() for label in args.only.split(",")]
-    cells = select_cells(spec, only)
+    where = _parse_where(args.where)
+    cells = select_cells(spec, only, where)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task(f"grid {spec.name}", total=len(cells))
@@ -46,13 +50,28 @@ def _run(args) -> int:
 
         bar.update(task, completed=sum(CellStore(args.out).done(c) for c in cells))
         result = run_grid(spec, args.out, executor=args.executor, workers=args.workers, threads=args.threads,
-                          ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task), only=only)
+                          ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task), only=only,
+                          where=where)
     console.print(f"{spec.name}: {result.total} cells, {result.skipped} already finished, "
                   f"{result.finished} run now, {len(result.failed)} failed → {args.out}")
     for cell, error in result.failed:
         console.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
     _print_table(args.out, console)
     return 1 if result.failed else 0
+
+
+def _parse_where(items: list[str] | None) -> dict[str, list[str]] | None:
+    """``["split=0,1", "dataset=yacht"]`` -> ``{"split": ["0", "1"], "dataset": ["yacht"]}``."""
+    if not items:
+        return None
+    where: dict[str, list[str]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        chosen = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key.strip() or not chosen:
+            raise ValueError(f"--where must look like KEY=V1,V2 (e.g. split=0,1), got {item!r}")
+        where.setdefault(key.strip(), []).extend(chosen)
+    return where
 
 
 def _table(args) -> int:

@@ -44,7 +44,8 @@ class GridRun:
 
 def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local", workers: int = 1,
              threads: int | None = None, ray_address: str | None = None,
-             progress: Callable[[dict, dict], None] | None = None, only: list[str] | None = None) -> GridRun:
+             progress: Callable[[dict, dict], None] | None = None, only: list[str] | None = None,
+             where: dict[str, list] | None = None) -> GridRun:
     """Run every cell of ``spec`` not yet finished in ``out``.
 
     Args:
@@ -56,10 +57,13 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         only: run only the cells of these methods (their labels as the table shows them). Cells
             are named by their configuration, so a later run of the whole spec into the same
             folder skips them, and two runs with disjoint ``only`` can share a folder.
+        where: run only the cells whose cross values are among these, e.g.
+            ``{"split": [0, 1]}`` (a slice of a long grid: every data set at two splits). Like
+            ``only``, the other cells stay for a later run into the same folder.
     """
     if not isinstance(spec, GridSpec):
         spec = parse_spec(spec) if isinstance(spec, dict) else load_spec(spec)
-    cells = select_cells(spec, only)
+    cells = select_cells(spec, only, where)
     if executor not in EXECUTORS:
         raise ValueError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -97,16 +101,37 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     return run
 
 
-def select_cells(spec: GridSpec, only: list[str] | None = None) -> list[dict]:
-    """The spec's cells, or only those of the methods labelled ``only`` (a ``ValueError``
-    naming the spec's labels if one is not among them)."""
+def select_cells(spec: GridSpec, only: list[str] | None = None, where: dict[str, list] | None = None) -> list[dict]:
+    """The spec's cells, or only those of the methods labelled ``only`` and whose cross values
+    are among ``where[key]`` for every key of ``where``.
+
+    Values of ``where`` match a cross value equal to them or written the same (``"0"`` selects
+    split ``0``, as the CLI's ``--where split=0,1`` passes it). Raises ``ValueError`` naming the
+    spec's labels, cross keys or values when one of ``only`` or ``where`` is not in the spec.
+    """
     cells = spec.cells()
-    if only is None:
-        return cells
-    labels = {method_label(m) for m in spec.methods}
-    if not only or any(label not in labels for label in only):
-        raise ValueError(f"only must name methods of the spec, one of {sorted(labels)}; got {only!r}")
-    return [c for c in cells if method_label(c["method"]) in only]
+    if only is not None:
+        labels = {method_label(m) for m in spec.methods}
+        if not only or any(label not in labels for label in only):
+            raise ValueError(f"only must name methods of the spec, one of {sorted(labels)}; got {only!r}")
+        cells = [c for c in cells if method_label(c["method"]) in only]
+    if where is not None:
+        if not isinstance(where, dict) or not where:
+            raise ValueError(f"where must map cross keys of the spec to lists of their values, got {where!r}")
+        for key, wanted in where.items():
+            if key not in spec.cross:
+                raise ValueError(f"where: {key!r} is not a cross key of the spec, one of {sorted(spec.cross)}")
+            if isinstance(wanted, (str, int, float)) or not wanted:
+                raise ValueError(f"where[{key!r}] must be a non-empty list of values, got {wanted!r}")
+            values = spec.cross[key]
+            chosen = []
+            for w in wanted:
+                match = [v for v in values if v == w or str(v) == str(w)]
+                if not match:
+                    raise ValueError(f"where[{key!r}]: {w!r} is not one of the spec's values {values!r}")
+                chosen += match
+            cells = [c for c in cells if any(c[key] == v for v in chosen)]
+    return cells
 
 
 def grid_table(out, *, write: bool = True, markdown=None, command: str | None = None) -> pd.DataFrame:
