@@ -72,8 +72,11 @@ class HostFunctions:
         self._views = [buf[:-1] for buf in self._inputs]  # the writable part of each input buffer
         self._out = np.empty(self.weights[-1].shape[-1], dtype=self.weights[-1].dtype)
         self._relu = spec.activation == "relu"
-        # per hidden layer: (its input buffer, its augmented weights, where its output goes)
-        self._hidden = list(zip(self._inputs[:-1], self._augmented[:-1], self._views[1:]))
+        # per hidden layer: (its input buffer, where its output goes)
+        self._hidden = list(zip(self._inputs[:-1], self._views[1:]))
+        # per function: its layers' augmented weights as views, made once here so that a
+        # decision indexes a list instead of slicing one 3-d array per layer
+        self._per_function = [tuple(a[i] for a in self._augmented) for i in range(fs.params.shape[0])]
         self._zero = np.zeros((), dtype=self.weights[0].dtype)
 
     def __len__(self) -> int:
@@ -97,27 +100,33 @@ class HostFunctions:
         makes each of them non-finite; only then is ``x`` itself inspected (a finite ``x``
         so large that the product overflowed is evaluated as it is).
         """
+        w = self._per_function[i]
         self._views[0][:] = x
-        hidden, dot = self._hidden, np.dot
+        hidden, dot, out = self._hidden, np.dot, self._out
         if not hidden:  # no hidden layer: check x directly
             if not np.isfinite(x).all():
                 raise ValueError("context contains NaN or infinite values")
+            dot(self._inputs[-1], w[-1], out=out)
+            return int(out.argmax())
+        inp, h = hidden[0]
+        dot(inp, w[0], out=h)
+        if not math.isfinite(h[0]) and not np.isfinite(x).all():
+            raise ValueError("context contains NaN or infinite values")
+        if self._relu:
+            zero, maximum = self._zero, np.maximum
+            maximum(h, zero, out=h)
+            for layer in range(1, len(hidden)):
+                inp, h = hidden[layer]
+                dot(inp, w[layer], out=h)
+                maximum(h, zero, out=h)
         else:
-            inp, w, h = hidden[0]
-            dot(inp, w[i], out=h)
-            if not math.isfinite(h[0]) and not np.isfinite(x).all():
-                raise ValueError("context contains NaN or infinite values")
-            relu, zero = self._relu, self._zero
-            for layer in range(len(hidden)):
-                if layer:
-                    inp, w, h = hidden[layer]
-                    dot(inp, w[i], out=h)
-                if relu:
-                    np.maximum(h, zero, out=h)
-                else:
-                    h[:] = self.activation(h)
-        dot(self._inputs[-1], self._augmented[-1][i], out=self._out)
-        return int(self._out.argmax())
+            h[:] = self.activation(h)
+            for layer in range(1, len(hidden)):
+                inp, h = hidden[layer]
+                dot(inp, w[layer], out=h)
+                h[:] = self.activation(h)
+        dot(self._inputs[-1], w[-1], out=out)
+        return int(out.argmax())
 
     def features_one(self, i: int, x: np.ndarray) -> np.ndarray:
         """Last hidden layer of function ``i`` at ``x[d]`` -> ``[h_last]`` (x itself without hidden layers)."""

@@ -24,14 +24,18 @@ class ThompsonSampling(PosteriorAgent):
         # checks it for NaN/inf on the first layer's output (HostFunctions.greedy)
         if not (type(context) is np.ndarray and context.dtype is _FLOAT32 and context.shape == self._shape):
             context = self._context(context)
+        functions = self.functions
+        # functions are drawn only after the round-robin warm-up (and the history only grows),
+        # so while unused ones remain there is nothing else to check
+        if functions is not None and self._cursor < functions.n:
+            arm = functions.greedy(self._cursor, context)
+            self._cursor += 1
+            return arm
         arm = self._round_robin()
         if arm is not None:
             self._context(context)
             return arm
-        functions = self.functions
-        if functions is None or self._cursor >= functions.n:
-            self._draw(self.train_every)
-            functions = self.functions
-        arm = functions.greedy(self._cursor, context)
-        self._cursor += 1
+        self._draw(self.train_every)
+        arm = self.functions.greedy(0, context)
+        self._cursor = 1
         return arm
