@@ -31,6 +31,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents.runs import record_run
 from uncertain_agents.toys import TOYS, toy_split
 
 PUBLISHED = {  # Table 1: (test NLL, test RMSE); the printed "log-likelihood" is the NLL
@@ -119,6 +120,7 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("experiments/results/aadm_toy"))
     args = parser.parse_args(argv)
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     torch.set_num_threads(args.threads)
     (args.out / "posteriors").mkdir(parents=True, exist_ok=True)
     path = args.out / "runs.csv"

@@ -30,6 +30,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents.runs import record_run
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.datasets.mushroom import load_mushroom
@@ -92,6 +93,7 @@ def main(argv=None) -> int:
                    help="also write a results page (Markdown: protocol, scale, command, ours beside the "
                         "published figures, regret plots), e.g. docs/results/fsvgd_bandits.md")
     args = p.parse_args(argv)
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     runs_path = args.out / "bandit_runs.csv"
     protocol = get_protocol(args.protocol).name
     if args.report_only:

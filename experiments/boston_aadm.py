@@ -27,6 +27,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents.runs import record_run
 from uncertain_agents.datasets.uci import UCIDataset
 from uncertain_agents.options import parse_posterior_spec
 
@@ -87,6 +88,7 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("experiments/results/boston_aadm"))
     args = parser.parse_args(argv)
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     torch.set_num_threads(args.threads)
     data = UCIDataset("bostonHousing")
     splits = range(data.n_splits) if args.splits is None else args.splits

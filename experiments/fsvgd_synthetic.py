@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents.runs import record_run
 
 LR = 1e-3
 REGIONS = {"gap (0.6, 0.8)": (0.6, 0.8), "beyond (1.0, 1.2)": (1.0, 1.2)}
@@ -53,6 +54,7 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("experiments/results/fsvgd_synthetic"))
     args = parser.parse_args(argv)
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     torch.set_num_threads(args.threads)
     global LR
     LR = args.lr

@@ -34,6 +34,7 @@ import torch  # noqa: E402
 from attacks.evaluate import (PosteriorChoice, attack_subset, build_classifier, evaluate,  # noqa: E402
                               load_dataset, train_classifier, write_outputs)
 from uncertain_agents.registry import available_posteriors, load_posterior  # noqa: E402
+from uncertain_agents.runs import record_run  # noqa: E402
 
 # prior_std=1: the default 1/sqrt(fan_in) is meant for standardised inputs; on raw [0, 1]
 # pixels its L2 penalty dominates the likelihood and the networks underfit (map: 90.2% vs
@@ -157,6 +158,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
+    record_run(out)  # appends commit, command line and versions to {out}/manifest.json
     registered = set(available_posteriors())
     choices = [c for c in CANDIDATES if c.name in registered]
     skipped = [c.label for c in CANDIDATES if c.name not in registered]

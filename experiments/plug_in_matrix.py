@@ -228,6 +228,9 @@ def main(argv=None) -> int:
              else [ua.registry.resolve_name(n) for n in args.posteriors.split(",")])
     splits = [int(s) for s in args.splits.split(",")]
     (args.out / "cells").mkdir(parents=True, exist_ok=True)
+    from uncertain_agents.runs import record_run
+
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     todo = []
     for job in jobs:
         indices = splits if job == "boston" else (range(args.seeds) if job == "digits" else range(args.trials))

@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from uncertain_agents.regression import UCIConfig, UCIDataset, run_uci, write_run
+from uncertain_agents.runs import record_run
 
 PAPER_NAMES = {"bostonHousing": "boston_housing", "concrete": "concrete_strength", "energy": "energy_efficiency",
                "yacht": "yacht_hydrodynamics", "wine-quality-red": "wine", "kin8nm": "kin8nm",
@@ -102,6 +103,7 @@ def main(argv=None) -> None:
                         help="empirical-Bayes prior variance (learn_prior=True) for both methods, as the paper's "
                              "initial VI; default: the library's default prior")
     args = parser.parse_args(argv)
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
     for d in args.datasets:
         for m in args.methods:
             target = args.out / d / m

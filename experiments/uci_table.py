@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from uncertain_agents.regression import UCIConfig, run_uci, summarize
+from uncertain_agents.runs import record_run
 
 DEFAULT_METHODS = [
     ("mfvi", "mfvi", {}),
@@ -46,6 +47,7 @@ def main() -> None:
     methods = json.loads(args.methods) if args.methods else DEFAULT_METHODS
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    record_run(out)  # appends commit, command line and versions to {out}/manifest.json
     rows = []
     for label, name, options in methods:
         config = UCIConfig(dataset=args.dataset, posterior=name, epochs=args.epochs, batch_size=args.batch_size,

@@ -80,6 +80,32 @@ def run_manifest(argv=None) -> dict:
             "cuda": torch.cuda.is_available(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
+MANIFEST = "manifest.json"
+
+
+def record_run(out, argv=None) -> Path:
+    """Append this run's :func:`run_manifest` to ``out/manifest.json`` (written atomically).
+
+    Experiment scripts that write a results folder call it once per invocation, so a folder
+    filled over several resumed runs lists every one of them (commit, command line, versions,
+    time) under ``"runs"``; other keys of an existing manifest are kept.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        manifest = {}
+    except ValueError:
+        raise ValueError(f"{path} is not a JSON manifest; move it away before writing results into {out}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.setdefault("runs", []), list):
+        raise ValueError(f"{path} is not a manifest (an object with a list of runs)")
+    manifest["runs"].append(run_manifest(argv))
+    atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+    return path
+
+
 class RunFolder:
     """The folder of one CLI run: its configuration and the units (trials, splits, ...) it
     has finished, each written atomically as it finishes.
