@@ -12,6 +12,7 @@ import uncertain_agents as ua
 from uncertain_agents.agents import (BayesianLinearArms, Greedy, History, LinearThompson, NeuralLinear,
                                      ThompsonSampling, Uniform, make_agent, run_bandit)
 from uncertain_agents.agents.host_functions import HostFunctions
+from uncertain_agents.function_sample import FunctionSample
 
 from bandit_helpers import one_thread  # noqa: F401  (autouse fixture)
 
@@ -114,12 +115,13 @@ def test_thompson_decision_is_argmax_of_its_sampled_function():
     np.testing.assert_allclose(host.features_one(2, x[0].numpy()), feats, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("out_dim", [4, 2])  # two outputs take the sign of their difference
 @pytest.mark.parametrize("activation,hidden", [("relu", (16, 8)), ("tanh", (16,)), ("relu", ())])
-def test_host_greedy_decision_is_argmax_of_the_function(activation, hidden):
-    post = ua.make_posterior("mfvi", in_dim=5, out_dim=4, hidden=hidden, activation=activation, seed=0)
+def test_host_greedy_decision_is_argmax_of_the_function(activation, hidden, out_dim):
+    post = ua.make_posterior("mfvi", in_dim=5, out_dim=out_dim, hidden=hidden, activation=activation, seed=0)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(64, 5, generator=g) * 3 + 1
-    post.fit(x, torch.randn(64, 4, generator=g), steps=5, batch_size=16)
+    post.fit(x, torch.randn(64, out_dim, generator=g), steps=5, batch_size=16)
     fs = post.sample(6, generator=torch.Generator().manual_seed(1))
     host = HostFunctions(fs)
     f = fs(x[:20])                                            # [6, 20, 4]
@@ -131,7 +133,7 @@ def test_host_greedy_decision_is_argmax_of_the_function(activation, hidden):
         with pytest.raises(ValueError, match="NaN or infinite"):
             host.greedy(0, row)
     big = np.full(5, 3e38, dtype=np.float32)                  # finite, overflows inside: still decided
-    assert host.greedy(0, big) in range(4)
+    assert host.greedy(0, big) in range(out_dim)
 
 
 def test_thompson_fast_path_checks_contexts_and_keeps_its_cursor():
@@ -456,3 +458,25 @@ def test_agent_leaves_a_posterior_with_fixed_units_alone():
     assert torch.equal(post.prior_std, prior)
     for old, new in zip(units, (post.x_loc, post.x_scale, post.y_loc, post.y_scale)):
         assert torch.equal(old, new)
+
+
+def test_host_functions_of_a_finite_sample_keep_its_distinct_networks_only():
+    # 30 draws from 4 ensemble members: the host copy holds 4 networks, and every method
+    # gives what the 30 expanded draws give
+    post = ua.make_posterior("ensemble", in_dim=3, out_dim=2, hidden=(8,), n_members=4, seed=0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 3, generator=g)
+    post.fit(x, torch.randn(40, 2, generator=g), steps=5, batch_size=16)
+    fs = post.sample(30, generator=torch.Generator().manual_seed(1))
+    assert fs.index is not None and fs.distinct_params.shape[0] == 4
+    expanded = FunctionSample(fs.params, fs.spec, fs.x_loc, fs.x_scale, fs.y_loc, fs.y_scale)
+    host, full = HostFunctions(fs), HostFunctions(expanded)
+    assert host.n == full.n == 30 and host._augmented[0].shape[0] == 4
+    for a, b in zip(host.weights + host.biases, full.weights + full.biases):
+        np.testing.assert_array_equal(a, b)
+    for row in x[:5].numpy():
+        np.testing.assert_allclose(host.mean(row), full.mean(row), rtol=1e-5, atol=1e-6)
+        for i in range(30):
+            assert host.greedy(i, row) == full.greedy(i, row)
+            np.testing.assert_array_equal(host.one(i, row), full.one(i, row))
+            np.testing.assert_array_equal(host.features_one(i, row), full.features_one(i, row))
