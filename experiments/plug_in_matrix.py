@@ -40,6 +40,10 @@ import pandas as pd
 JOBS = ("boston", "wheel", "mushroom", "digits")
 BANDIT_STEPS = 3000
 DIGITS = dict(hidden=(100, 100), steps=3000, batch_size=64, epsilons=(0.0, 0.15, 0.3), n_samples=20)
+#: Reference agents run on the bandit jobs beside Thompson sampling (``--references``); their
+#: cells are named ``agent:<name>`` and built by ``make_agent(name, ..., seed=t)`` with its defaults.
+REFERENCE_PREFIX = "agent:"
+REFERENCES = ("linear", "neural-linear")
 TARGETS = ("normalised regret ≤ 30 for every Bayesian posterior on wheel and mushroom, best ≤ 10 (wheel) "
            "and ≤ 8 (mushroom); digits: entropy(adversarial) > entropy(clean) at ε = 0.15 and 0.3, "
            "AUROC(entropy) at ε = 0.15 ≥ 0.75 for each, ≥ 0.85 for the best")
@@ -68,8 +72,13 @@ def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
     e = env()
     n_arms, dim = int(e.action_space.n), int(e.observation_space.shape[0])
     t0 = time.perf_counter()
-    post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
-    agent = ThompsonSampling(post, n_arms, seed=trial + 1)
+    if name.startswith(REFERENCE_PREFIX):  # a reference agent, with make_agent's defaults
+        from uncertain_agents.agents import make_agent
+
+        agent = make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, seed=trial)
+    else:
+        post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
+        agent = ThompsonSampling(post, n_arms, seed=trial + 1)
     frame = run_bandit(e, agent, steps=BANDIT_STEPS, seed=trial)
     seconds = time.perf_counter() - t0
     uniform = run_bandit(env(), Uniform(n_arms, seed=trial), steps=BANDIT_STEPS, seed=trial)
@@ -155,7 +164,10 @@ def summarize(cells: pd.DataFrame) -> pd.DataFrame:
                     row[f"AUROC(H) @{eps}"] = _pm(g[f"auroc_entropy@{eps}"])
             row[f"{job} s/cell"] = round(float(g["seconds"].mean()), 1)
         rows.append(row)
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    for col in [c for c in frame.columns if c.endswith(" n") or c.endswith("trials")]:
+        frame[col] = frame[col].astype("Int64")  # counts stay integers where a job is missing
+    return frame
 
 
 NON_BAYESIAN = ("map",)
@@ -164,7 +176,7 @@ NON_BAYESIAN = ("map",)
 def check_targets(cells: pd.DataFrame) -> list[str]:
     """The issue's targets, each as a line ``PASS``/``FAIL: ...`` with the measured figures."""
     lines = []
-    bayes = cells[~cells["posterior"].isin(NON_BAYESIAN)]
+    bayes = cells[~cells["posterior"].isin(NON_BAYESIAN) & ~cells["posterior"].str.startswith(REFERENCE_PREFIX)]
     for job, best_target in (("wheel", 10.0), ("mushroom", 8.0)):
         g = bayes[bayes["job"] == job]
         if g.empty:
@@ -198,7 +210,7 @@ def markdown(frame: pd.DataFrame) -> str:
     cols = list(frame.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in frame.itertuples(index=False):
-        lines.append("| " + " | ".join("" if (isinstance(v, float) and v != v) else str(v) for v in row) + " |")
+        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in row) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -209,6 +221,7 @@ def load_cells(out: Path) -> pd.DataFrame:
 
 def main(argv=None) -> int:
     import uncertain_agents as ua
+    from uncertain_agents.agents import resolve_agent
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
@@ -217,6 +230,9 @@ def main(argv=None) -> int:
     parser.add_argument("--trials", type=int, default=5, help="bandit trials per posterior (default 5)")
     parser.add_argument("--splits", default="0,1,2,3,4", help="Boston splits (default 0-4)")
     parser.add_argument("--seeds", type=int, default=3, help="digits seeds per posterior (default 3)")
+    parser.add_argument("--references", default=",".join(REFERENCES),
+                        help="comma-separated reference agents for the bandit jobs (make_agent names; "
+                             f"default {','.join(REFERENCES)}; '' for none)")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
 
@@ -239,6 +255,13 @@ def main(argv=None) -> int:
                 path = args.out / "cells" / f"{job}__{name}__{i}.json"
                 if not path.exists():
                     todo.append((job, name, i, str(path)))
+        if job in ("wheel", "mushroom"):
+            for ref in filter(None, (r.strip() for r in args.references.split(","))):
+                name = REFERENCE_PREFIX + resolve_agent(ref)
+                for i in indices:
+                    path = args.out / "cells" / f"{job}__{name.replace(':', '-')}__{i}.json"
+                    if not path.exists():
+                        todo.append((job, name, i, str(path)))
     # the slowest cells first, so the pool stays busy to the end
     order = {"fsvgd": 0, "svgd": 1, "dropout-alpha": 2, "bb-alpha": 3}
     todo.sort(key=lambda c: (order.get(c[1], 9), c[0]))
@@ -255,7 +278,8 @@ def main(argv=None) -> int:
     table = summarize(cells)
     table.to_csv(args.out / "matrix.csv", index=False)
     targets = check_targets(cells)
-    text = markdown(table) + "\nTargets (Bayesian = every posterior but " + ", ".join(NON_BAYESIAN) + "):\n\n" \
+    text = markdown(table) + "\nTargets (Bayesian = every posterior but " + ", ".join(NON_BAYESIAN) \
+        + f"; rows named {REFERENCE_PREFIX}<agent> are reference agents, not posteriors):\n\n" \
         + "\n".join(f"* {line}" for line in targets) + "\n"
     (args.out / "matrix.md").write_text(text)
     print(text)
