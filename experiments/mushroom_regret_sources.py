@@ -1,0 +1,101 @@
+"""Where Thompson sampling's mushroom regret comes from: when, and on which mushrooms.
+
+Runs the plug-in matrix's mushroom protocol (3,000 decisions, trials 0–4: environment seed t,
+posterior seed t, agent seed t + 1; reference agents ``make_agent(name, ..., seed=t)``) and
+prints, per agent, the mean over trials of the regret in windows of 250 decisions, split into
+edible mushrooms left uneaten and poisonous ones eaten. For Thompson sampling it then scores
+the final posterior on all 8,124 mushrooms of the data set (200 sampled functions): how many
+edible ones its *mean* rates as not worth eating, their odour, how often such a mushroom was
+shown and eaten during the run, and the predictive spread of "eat − don't eat" against its
+mean — what tells an exploitation trap (never tried, confidently rated bad) from slow learning.
+
+    UNCERTAIN_AGENTS_DATA=../shared/data python experiments/mushroom_regret_sources.py \\
+        --agents mfvi,agent:linear
+
+About 20–40 s per Thompson-sampling trial on one CPU thread; LinFullPost takes 1–2 s.
+"""
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import torch
+
+import uncertain_agents as ua
+from uncertain_agents.agents import ThompsonSampling, make_agent, run_bandit
+from uncertain_agents.agents.experiment import make_env
+from uncertain_agents.datasets.mushroom import load_mushroom
+
+STEPS = 3000
+TRIALS = 5
+WINDOW = 250
+REFERENCE_PREFIX = "agent:"
+
+
+def build_agent(name: str, trial: int):
+    """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``."""
+    if name.startswith(REFERENCE_PREFIX):
+        return make_agent(name[len(REFERENCE_PREFIX):], n_actions=2, context_dim=117, seed=trial)
+    post = ua.make_posterior(name, in_dim=117, out_dim=2, seed=trial)
+    return ThompsonSampling(post, 2, seed=trial + 1)
+
+
+def windows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per window of :data:`WINDOW` decisions: regret, expected regret and the two kinds of error."""
+    window = (frame["step"].to_numpy() - 1) // WINDOW
+    edible = frame["optimal_expected_reward"].to_numpy() > 0
+    eat = frame["action"].to_numpy() == 1
+    parts = pd.DataFrame({"window": window, "regret": frame["regret"], "expected_regret": frame["expected_regret"],
+                          "edible_uneaten": edible & ~eat, "poisonous_eaten": ~edible & eat})
+    return parts.groupby("window").sum()
+
+
+def misrated_edible(agent: ThompsonSampling, data) -> dict:
+    """Score the agent's final posterior on every mushroom of the data set."""
+    x = torch.as_tensor(data.contexts)
+    f = agent.posterior.predict(x, n_samples=200, generator=torch.Generator().manual_seed(0)).samples
+    diff = (f[..., 1] - f[..., 0]).numpy()  # [S, N]: eat minus don't eat
+    edible = np.asarray(data.edible)
+    bad = np.flatnonzero((diff.mean(0) <= 0) & edible)
+    history = agent.history
+    key = [row.tobytes() for row in history.contexts]
+    shown = Counter(key)
+    eaten = Counter(k for k, a in zip(key, history.actions) if a == 1)
+    odour_cols = [j for j, n in enumerate(data.feature_names) if n.startswith("odor=")]
+    odour = Counter(data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]] for i in bad)
+    rows = [data.contexts[i].tobytes() for i in bad]
+    return {"edible rated bad": len(bad), "of edible": int(edible.sum()),
+            "ever shown": sum(shown[k] > 0 for k in rows), "ever eaten": sum(eaten[k] > 0 for k in rows),
+            "odours": dict(odour.most_common(3)),
+            "median sd(eat − not)": float(np.median(diff[:, bad].std(0))) if len(bad) else float("nan"),
+            "median |mean|": float(np.median(np.abs(diff[:, bad].mean(0)))) if len(bad) else float("nan")}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", default="mfvi,agent:linear",
+                        help="comma-separated posterior names (Thompson sampling) and agent:<name> references")
+    parser.add_argument("--trials", type=int, default=TRIALS)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    data = load_mushroom()
+    for name in args.agents.split(","):
+        tables, scores = [], []
+        for trial in range(args.trials):
+            agent = build_agent(name, trial)
+            frame = run_bandit(make_env("mushroom", steps=STEPS), agent, steps=STEPS, seed=trial)
+            tables.append(windows(frame))
+            if isinstance(agent, ThompsonSampling):
+                scores.append(misrated_edible(agent, data))
+        mean = sum(tables) / len(tables)
+        mean.index = [f"{w * WINDOW}-{(w + 1) * WINDOW}" for w in mean.index]
+        print(f"\n{name}: mean over {args.trials} trials, per {WINDOW} decisions")
+        print(mean.T.round(1).to_string())
+        for trial, score in enumerate(scores):
+            print(f"  trial {trial}, final posterior: {score}")
+
+
+if __name__ == "__main__":
+    main()
