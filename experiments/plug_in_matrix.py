@@ -10,6 +10,9 @@ defaults and the job's own documented settings):
   and ``run_bandit(..., seed=t)``; normalised regret = 100 × regret / Uniform's on the
   same rounds.
 * ``mushroom`` — the same on the mushroom bandit (117 one-hot features, 2 arms).
+  Both bandit jobs also run reference agents (``--references``, default LinFullPost and
+  NeuralLinear) as ``make_agent(name, n_actions=A, context_dim=d, seed=t)`` on the same trials;
+  their rows are named ``agent:<name>`` and are not checked against the targets.
 * ``digits``   — scikit-learn digits (8×8), 2×100 network, 3,000 steps at batch 64
   (``attacks.evaluate.train_classifier``), untargeted FGSM at ε ∈ {0.15, 0.3} on the
   450 test images: accuracy, mean predictive entropy and AUROC(entropy) clean vs adversarial.
