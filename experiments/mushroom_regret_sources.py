@@ -34,12 +34,13 @@ WINDOW = 250
 REFERENCE_PREFIX = "agent:"
 
 
-def build_agent(name: str, trial: int):
-    """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``."""
+def build_agent(name: str, trial: int, env):
+    """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``, sized from ``env``."""
+    n_arms, dim = int(env.action_space.n), int(env.observation_space.shape[0])
     if name.startswith(REFERENCE_PREFIX):
-        return make_agent(name[len(REFERENCE_PREFIX):], n_actions=2, context_dim=117, seed=trial)
-    post = ua.make_posterior(name, in_dim=117, out_dim=2, seed=trial)
-    return ThompsonSampling(post, 2, seed=trial + 1)
+        return make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, seed=trial)
+    post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
+    return ThompsonSampling(post, n_arms, seed=trial + 1)
 
 
 def windows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -84,8 +85,9 @@ def main() -> None:
     for name in args.agents.split(","):
         tables, scores = [], []
         for trial in range(args.trials):
-            agent = build_agent(name, trial)
-            frame = run_bandit(make_env("mushroom", steps=STEPS), agent, steps=STEPS, seed=trial)
+            env = make_env("mushroom", steps=STEPS)
+            agent = build_agent(name, trial, env)
+            frame = run_bandit(env, agent, steps=STEPS, seed=trial)
             tables.append(windows(frame))
             if isinstance(agent, ThompsonSampling):
                 scores.append(misrated_edible(agent, data))
