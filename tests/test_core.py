@@ -54,6 +54,25 @@ def test_forward_in_cache_sized_groups_equals_one_pass(monkeypatch, activation, 
                 assert torch.allclose(spec.forward(params, x), ref[name][0], atol=1e-6)
 
 
+@pytest.mark.parametrize("fan_out", [1, 2, 10, 17])
+def test_rows_times_weight_is_the_product_and_its_gradient_whatever_the_layout(fan_out):
+    from uncertain_agents.network import is_narrow, output_major, rows_times_weight
+    g = torch.Generator().manual_seed(fan_out)
+    h = torch.randn(7, 5, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(5, fan_out, generator=g, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(fan_out, generator=g, dtype=torch.float64, requires_grad=True)
+    assert is_narrow(fan_out) == (2 <= fan_out <= 16)
+    laid_out = output_major(w)
+    assert torch.equal(laid_out, w) and (laid_out.stride() == (1, 5)) == is_narrow(fan_out)
+    out = rows_times_weight(h, w, b)
+    assert torch.allclose(out, h @ w + b, atol=1e-12)
+    upstream = torch.randn(7, fan_out, generator=g, dtype=torch.float64)
+    grads = torch.autograd.grad((out * upstream).sum(), [h, w, b])
+    ref = torch.autograd.grad(((h @ w + b) * upstream).sum(), [h, w, b])
+    for ours, theirs in zip(grads, ref):
+        assert torch.allclose(ours, theirs, atol=1e-12)
+
+
 def test_predictive_gaussian_log_prob_is_log_mean_exp():
     f = torch.tensor([[[0.0]], [[2.0]]])  # two samples, one input
     pred = ua.Predictive(f, "gaussian", noise_var=torch.tensor([1.0]))

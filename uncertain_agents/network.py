@@ -30,6 +30,31 @@ ACTIVATIONS = {
     "leaky_relu": lambda h: F.leaky_relu(h, 0.2),  # slope 0.2, as AADM's networks
 }
 
+#: Widest layer output for which :func:`rows_times_weight` stores the weight output-major
+#: first: ``h[B, i] @ W[i, o]`` with ``W`` row-major and a narrow ``o`` (a bandit's 2 arms, 10
+#: classes) runs 2-3× slower in CPU BLAS (forward and weight gradient) than with the same
+#: ``W`` laid out as ``nn.Linear`` keeps it, ``[o, i]`` (docs/speed.md).
+NARROW_FAN_OUT = 16
+
+
+def is_narrow(fan_out: int) -> bool:
+    """True for layer widths :func:`rows_times_weight` re-lays out (``2 ≤ fan_out ≤ 16``; a single
+    output is a matrix-vector product, fast either way)."""
+    return 1 < fan_out <= NARROW_FAN_OUT
+
+
+def output_major(w: Tensor) -> Tensor:
+    """``W[i, o]`` with the same values, laid out output-major (strides ``(1, i)``) when ``o`` is
+    narrow (:func:`is_narrow`), else ``w`` itself. Differentiable; the copy is ``i·o`` floats."""
+    return w.t().contiguous().t() if is_narrow(w.shape[-1]) else w
+
+
+def rows_times_weight(h: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    """``h[B, i] @ w[i, o] + b[o] -> [B, o]``, with a narrow ``w`` re-laid out first
+    (:func:`output_major`): forward and weight gradient 2.3× faster for the bandit head at
+    5,120 rows on CPU."""
+    return torch.addmm(b, h, output_major(w))
+
 
 @dataclass(frozen=True)
 class MLPSpec:

@@ -29,7 +29,7 @@ import numbers
 import torch
 from torch import Tensor, nn
 
-from ..network import ACTIVATIONS, MLPSpec
+from ..network import ACTIVATIONS, MLPSpec, rows_times_weight
 from ..objectives import alpha_dropout_loss
 from ..registry import register
 from ..validation import check_positive_int
@@ -153,7 +153,7 @@ class DropoutAlpha(Posterior):
             elif i > 0:
                 h = act(h)
             rows = h.reshape(-1, h.shape[-1])
-            h = torch.addmm(b, rows, w).view(*h.shape[:-1], -1)
+            h = rows_times_weight(rows, w, b).view(*h.shape[:-1], -1)
         return h.expand(k, -1, -1) if h.dim() == 2 else h
 
     def fold(self, masks: list[Tensor | None]) -> Tensor:
