@@ -43,6 +43,11 @@ PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme
 }
 
 
+
+#: Points stored per run in ``curves.csv`` (every ``max(50, steps // CURVE_POINTS)`` decisions), so
+#: that a table of many 10,000- or 50,000-step runs keeps its curve file small.
+CURVE_POINTS = 100
+
 def specs(posteriors: list[str]) -> list[tuple[str, str, str | None, dict]]:
     """``(label, agent, posterior, options)`` for Uniform, the baselines and every posterior."""
     greedy_post = "map" if "map" in ua.available_posteriors() else "mfvi"
@@ -69,7 +74,8 @@ def run_one(env_name: str, label: str, agent_name: str, post: str | None, option
            "delta": delta if env_name == "wheel" else np.nan,
            "cumulative_regret": frame["cumulative_regret"].iloc[-1],
            "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": time.perf_counter() - t0}
-    curve = frame.loc[frame["step"] % 50 == 0, ["step", "cumulative_regret"]].round({"cumulative_regret": 3})
+    every = max(50, steps // CURVE_POINTS)  # a curve of at most CURVE_POINTS points per run
+    curve = frame.loc[frame["step"] % every == 0, ["step", "cumulative_regret"]].round({"cumulative_regret": 3})
     return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
 
 
