@@ -180,3 +180,45 @@ def test_single_sample_single_point_still_trains():
         post = make("aadm", train_samples=1, sample_mode=mode)
         result = post.fit(x, y, steps=3, batch_size=1)
         assert np.isfinite(result.traces["kl"]).all()
+
+
+def test_noise_floor_holds_a_learned_noise_in_original_units_and_lets_it_rise_again():
+    """Exact-zero targets drive a learned noise std towards 0; the floor (original units of y)
+    holds it at the floor during training and sampling, and data that need more noise raise it."""
+    torch.manual_seed(0)
+    x, zeros = torch.randn(64, 2), torch.zeros(64, 1)
+    free = make("avb", standardize=False)
+    free.fit(x, zeros, steps=300, lr=1e-2)
+    floor = 0.3
+    held = make("avb", standardize=False, noise_floor=floor)
+    held.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=2.0)      # floor is in original units
+    held.fit(x, zeros, steps=300, lr=1e-2)
+    assert float(free.likelihood.noise_std.detach()) < 0.1                      # without a floor it shrinks
+    assert float(held.log_noise_std_train().exp() * 2.0) == pytest.approx(floor, rel=1e-5)
+    assert float(held.sample(3, generator=g()).noise_std.max()) == pytest.approx(floor, rel=1e-5)
+    held.fit(x, 3.0 * torch.randn(64, 1), steps=300, lr=1e-2)          # noisy targets: the noise rises
+    assert float(held.log_noise_std_train().exp() * 2.0) > 2 * floor
+    fixed = make("avb", noise_std=0.05, noise_floor=floor)              # a fixed noise is not floored
+    fixed.fit(x, zeros, steps=2)
+    assert float(fixed.log_noise_std_train().exp() * fixed.y_scale) == pytest.approx(0.05)
+
+
+def test_noise_floor_is_a_bandit_default_of_aadm_and_avb(tmp_path):
+    from uncertain_agents.agents import ThompsonSampling
+
+    for name in ("aadm", "avb"):
+        post = ua.make_posterior(name, in_dim=2, out_dim=3, hidden=(8,), seed=0)
+        assert post.noise_floor is None                                  # regression: no floor
+        ThompsonSampling(post, 3, seed=0)
+        assert post.noise_floor == 0.01 and post.config["noise_floor"] == 0.01
+        post.save(tmp_path / f"{name}.pt")
+        assert ua.load_posterior(tmp_path / f"{name}.pt").noise_floor == 0.01
+        mine = ua.make_posterior(name, in_dim=2, out_dim=3, hidden=(8,), seed=0, noise_floor=0.2)
+        ThompsonSampling(mine, 3, seed=0)
+        assert mine.noise_floor == 0.2
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("nan"), "0.1", True])
+def test_noise_floor_rejects_bad_values(bad):
+    with pytest.raises((ValueError, TypeError), match="noise_floor"):
+        make("avb", noise_floor=bad)

@@ -22,6 +22,7 @@ Each training step is one discriminator step (optimizer group ``"discriminator"`
 """
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -79,16 +80,26 @@ class AADM(Posterior):
         learn_prior: learn the prior's scale by the same objective (default True).
         init_std: initial spread of the generated weights as a fraction of the prior std
             (default 0.1), around a He-initialised network.
+        noise_floor: lower bound on a *learned* regression noise std, in original units
+            of y (default ``None``: no bound; ignored when ``noise_std`` fixes the noise).
+            The bandit agents set it to 0.01 reward units (:attr:`bandit_defaults`, the
+            smallest reward noise of the wheel bandit): on mushroom the "don't eat" arm
+            always pays exactly 0, its learned noise std shrinks without bound (0.0025
+            after 8,000 decisions) and adversarial training then breaks down. Regression
+            keeps no floor because standardised UCI noise can be far below any fixed
+            value (naval). See docs/bandits.md.
     """
 
     name = "aadm"
     default_lr = 1e-3
+    bandit_defaults = {"noise_floor": 0.01}
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, alpha: float = 0.0,
                  train_samples: int = 10, sample_mode: str = "shared", n_disc_steps: int = 1,
                  warmup: float = 0.1, noise_dim: int = 100, generator_hidden=(50, 50),
                  discriminator_hidden=(50, 50), discriminator_lr_scale: float = 1.0,
-                 learn_prior: bool = True, init_std: float = 0.1, **kwargs):
+                 learn_prior: bool = True, init_std: float = 0.1, noise_floor: float | None = None,
+                 **kwargs):
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not abs(float(alpha)) < float("inf"):
             raise ValueError(f"alpha must be a finite real number, got {alpha!r}")
         if sample_mode not in SAMPLE_MODES:
@@ -105,6 +116,7 @@ class AADM(Posterior):
         self.warmup = float(warmup)
         self.discriminator_lr_scale = check_positive_float(discriminator_lr_scale, "discriminator_lr_scale")
         self.init_std = check_positive_float(init_std, "init_std")
+        self.noise_floor = check_positive_float(noise_floor, "noise_floor", allow_none=True)
         noise_dim = check_positive_int(noise_dim, "noise_dim")
         generator_hidden = _widths(generator_hidden, "generator_hidden")
         discriminator_hidden = _widths(discriminator_hidden, "discriminator_hidden")
@@ -137,6 +149,24 @@ class AADM(Posterior):
         with torch.no_grad():
             center = self.q(256, g).mean(0)
         self.q.scale_output(self.init_std * self.prior_std[self.weight_positions], center, g)
+
+    def _set_option(self, key: str, value) -> None:
+        if key != "noise_floor":
+            super()._set_option(key, value)
+        self.noise_floor = check_positive_float(value, "noise_floor", allow_none=True)
+
+    @torch.no_grad()
+    def hold_noise_floor(self) -> None:
+        """Project a learned log noise std (training units) onto ``≥ log(noise_floor / y_scale)``.
+
+        Called at the start of every phase and after every generator step, so the objective
+        and the samples never see a noise below the floor while the gradient can still
+        raise it again (projected gradient descent; a clamp inside the loss would freeze it).
+        """
+        if self.noise_floor is None or self.fixed_noise_std is not None or self.kind != "gaussian":
+            return
+        log_std = self.likelihood.log_noise_std
+        log_std.copy_(torch.maximum(log_std, math.log(self.noise_floor) - self.y_scale.log()))
 
     # ------------------------------------------------------------ pieces
     @property
@@ -223,6 +253,7 @@ class AADM(Posterior):
     def start_phase(self, phase: Phase, ctx: TrainingContext) -> None:
         if not ctx.refit:  # the warm-up spans the first fit; refits keep β = 1 after it
             self.warmup_steps.fill_(int(round(self.warmup * ctx.steps)))
+        self.hold_noise_floor()
 
     def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
         """``n_disc_steps`` discriminator steps, then one generator step (fresh draws each).
@@ -236,6 +267,7 @@ class AADM(Posterior):
         beta = self.kl_weight(ctx.steps_before + ctx.step)
         data, kl = self.objective_terms(batch, ctx.generator)
         loss = ctx.minimize(data + beta * kl / batch.n_data, "generator")
+        self.hold_noise_floor()
         return {"loss": loss, "discriminator": d_loss, "kl": kl.detach(),
                 "beta": torch.tensor(beta, device=loss.device)}
 
