@@ -1,6 +1,7 @@
 """Where Thompson sampling's mushroom regret comes from: when, and on which mushrooms.
 
-Runs the plug-in matrix's mushroom protocol (3,000 decisions, trials 0–4: environment seed t,
+Runs the plug-in matrix's mushroom protocol (3,000 decisions, trials 0–4 unless ``--first-trial``
+says otherwise: environment seed t,
 posterior seed t, agent seed t + 1; reference agents ``make_agent(name, ..., seed=t)``) and
 prints, per agent, the mean over trials of the regret in windows of 250 decisions, split into
 edible mushrooms left uneaten and poisonous ones eaten. For Thompson sampling it then scores
@@ -24,7 +25,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.agents import ThompsonSampling, make_agent, run_bandit
+from uncertain_agents.agents import ThompsonSampling, Uniform, make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.datasets.mushroom import load_mushroom
 
@@ -79,23 +80,31 @@ def main() -> None:
     parser.add_argument("--agents", default="mfvi,agent:linear",
                         help="comma-separated posterior names (Thompson sampling) and agent:<name> references")
     parser.add_argument("--trials", type=int, default=TRIALS)
+    parser.add_argument("--first-trial", type=int, default=0,
+                        help="first trial index (default 0: the plug-in matrix's trials 0-4; 5 and up are held out)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     data = load_mushroom()
     for name in args.agents.split(","):
-        tables, scores = [], []
-        for trial in range(args.trials):
+        tables, scores, normalised = [], [], []
+        trials = range(args.first_trial, args.first_trial + args.trials)
+        for trial in trials:
             env = make_env("mushroom", steps=STEPS)
             agent = build_agent(name, trial, env)
             frame = run_bandit(env, agent, steps=STEPS, seed=trial)
             tables.append(windows(frame))
+            uniform = run_bandit(make_env("mushroom", steps=STEPS), Uniform(2, seed=trial), steps=STEPS, seed=trial)
+            normalised.append(100.0 * frame["cumulative_regret"].iloc[-1] / uniform["cumulative_regret"].iloc[-1])
             if isinstance(agent, ThompsonSampling):
                 scores.append(misrated_edible(agent, data))
         mean = sum(tables) / len(tables)
         mean.index = [f"{w * WINDOW}-{(w + 1) * WINDOW}" for w in mean.index]
         print(f"\n{name}: mean over {args.trials} trials, per {WINDOW} decisions")
         print(mean.T.round(1).to_string())
-        for trial, score in enumerate(scores):
+        values = np.array(normalised)
+        spread = f" ± {values.std(ddof=1) / np.sqrt(len(values)):.2f}" if len(values) > 1 else ""
+        print(f"  normalised regret, trials {list(trials)}: {np.round(values, 2).tolist()} -> {values.mean():.2f}{spread}")
+        for trial, score in zip(trials, scores):
             print(f"  trial {trial}, final posterior: {score}")
 
 
