@@ -13,7 +13,7 @@ seed t, posterior seed t, agent seed t + 1), and prints per-trial normalised reg
 (100 × regret / Uniform's on the same rounds). ``--trace T`` prints, every 100 decisions
 of trial T, the learned noise stds, how often Thompson sampling would eat edible and
 poisonous mushrooms (over all 8,124 mushrooms, 100 sampled functions), and the mean and
-spread of "eat − don't eat".
+spread of "eat − don't eat", and how many mushrooms were eaten (and how many paid −35).
 
     UNCERTAIN_AGENTS_DATA=../shared/data python experiments/mushroom_learning_rates.py \\
         --std-lr 10 --first-trial 5 --trials 10
@@ -85,11 +85,14 @@ def trace(trial: int, std_lr: float, noise_lr: float, decisions: int = 1500) -> 
     x_all, edible = torch.as_tensor(data.contexts), np.asarray(data.edible)
     env, agent = make_env("mushroom", steps=STEPS), build(trial, std_lr, noise_lr)
     obs, _ = env.reset(seed=trial)
+    eaten = bad = 0
     for step in range(1, decisions + 1):
         action = agent.act(obs)
         nxt, reward, *_ = env.step(action)
         agent.update(obs, action, reward)
         obs = nxt
+        eaten += int(action == 1)
+        bad += int(action == 1 and reward < 0)
         if step % 100 == 0:
             f = agent.posterior.predict(x_all, n_samples=100, generator=torch.Generator().manual_seed(0)).samples
             diff = (f[..., 1] - f[..., 0]).numpy()
@@ -98,7 +101,9 @@ def trace(trial: int, std_lr: float, noise_lr: float, decisions: int = 1500) -> 
             print(f"decision {step}: noise std (don't eat, eat) {noise[0]:.2f}, {noise[1]:.2f}; "
                   f"P(eat) edible {eats[edible].mean():.2f}, poisonous {eats[~edible].mean():.2f}; "
                   f"mean eat − not: edible {diff.mean(0)[edible].mean():.1f}, poisonous "
-                  f"{diff.mean(0)[~edible].mean():.1f}; sd {diff.std(0).mean():.2f}", flush=True)
+                  f"{diff.mean(0)[~edible].mean():.1f}; sd {diff.std(0).mean():.2f}; "
+                  f"eaten in the last 100: {eaten} ({bad} paid -35)", flush=True)
+            eaten = bad = 0
 
 
 def main() -> None:
