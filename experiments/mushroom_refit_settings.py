@@ -47,6 +47,8 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "init_std0.3": ({"init_std": 0.3}, {}),
     "init_std0.5": ({"init_std": 0.5}, {}),
     "init_std1": ({"init_std": 1.0}, {}),
+    "initial_pulls5": ({}, {"initial_pulls": 5}),
+    "initial_pulls10": ({}, {"initial_pulls": 10}),
 }
 
 

@@ -14,6 +14,7 @@ from ..posteriors.base import FitResult, Posterior
 from ..validation import check_positive_float, check_positive_int
 from .base import Agent
 from .history import History
+from .protocols import DEFAULT_INITIAL_PULLS
 from .host_functions import HostFunctions
 from .schedule import TrainSteps, check_train_steps, steps_for_refit
 
@@ -34,7 +35,9 @@ class PosteriorAgent(Agent):
             the refit index ``k`` (e.g. :class:`~uncertain_agents.agents.LinearDecay`).
         batch_size: minibatch size of the refits.
         initial_pulls: every arm is played this many times, round robin, before the
-            posterior is first fitted.
+            posterior is first fitted (default
+            :data:`~uncertain_agents.agents.protocols.DEFAULT_INITIAL_PULLS`, 5; the papers'
+            protocols use 2).
         lr: learning rate of the refits (``None``: the method's default).
         reward_scale: rewards are divided by this constant (shared by every arm, never
             re-estimated) before training; default 1 (raw rewards).
@@ -55,7 +58,7 @@ class PosteriorAgent(Agent):
     """
 
     def __init__(self, posterior: Posterior, n_actions: int, *, train_every: int = 50,
-                 train_steps: TrainSteps = 100, batch_size: int = 512, initial_pulls: int = 2,
+                 train_steps: TrainSteps = 100, batch_size: int = 512, initial_pulls: int = DEFAULT_INITIAL_PULLS,
                  lr: float | None = None, reward_scale: float = 1.0, prior_std: float | None = None,
                  seed: int | None = None):
         if not isinstance(posterior, Posterior):
