@@ -444,6 +444,7 @@ def test_protocols_set_network_schedule_and_options():
     assert show.initial_pulls == 2 and agent.initial_pulls == 2
     assert make_agent("thompson", n_actions=5, context_dim=2, posterior="mfvi", seed=0).initial_pulls == 5
     assert ThompsonSampling(_posterior(), 3).initial_pulls == 5
+    assert LinearThompson(2, 3).initial_pulls == 5    # every agent class has the same default
     with pytest.raises(ValueError, match="unknown bandit protocol 'nope'.*fsvgd-paper"):
         get_protocol("nope")
 

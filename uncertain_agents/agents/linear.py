@@ -17,6 +17,7 @@ from ..validation import check_positive_float, check_positive_int
 from .base import Agent, make_rng
 from .bayes_linear import BayesianLinearArms
 from .history import History
+from .protocols import DEFAULT_INITIAL_PULLS
 from .host_functions import HostFunctions
 from .schedule import TrainSteps, check_train_steps, steps_for_refit
 from ..function_sample import FunctionSample
@@ -29,7 +30,8 @@ class LinearThompson(Agent):
         context_dim: context width.
         n_actions: number of arms.
         a0, b0, lambda_prior: the normal-inverse-gamma prior (Riquelme's defaults 6, 6, 0.25).
-        initial_pulls: round-robin pulls of every arm before sampling.
+        initial_pulls: round-robin pulls of every arm before sampling (default 5, as every
+            agent of the library; Riquelme et al.'s code, the ``showdown`` preset, uses 2).
         intercept: regress on ``[x, 1]``.
         seed: seeds the posterior draws.
     """
@@ -37,7 +39,7 @@ class LinearThompson(Agent):
     name = "linear"
 
     def __init__(self, context_dim: int, n_actions: int, *, a0: float = 6.0, b0: float = 6.0,
-                 lambda_prior: float = 0.25, initial_pulls: int = 2, intercept: bool = True,
+                 lambda_prior: float = 0.25, initial_pulls: int = DEFAULT_INITIAL_PULLS, intercept: bool = True,
                  seed: int | None = None):
         super().__init__(n_actions, context_dim)
         self.blr = BayesianLinearArms(self.n_actions, self.context_dim, a0=a0, b0=b0,
@@ -67,7 +69,8 @@ class NeuralLinear(Agent):
         train_every, train_steps, batch_size, lr: network refit schedule (Adam, warm-started);
             ``train_steps`` may be a schedule ``k -> steps`` (see :mod:`.schedule`).
         a0, b0, lambda_prior: the normal-inverse-gamma prior of the last-layer regressions.
-        initial_pulls: round-robin pulls of every arm before the first fit.
+        initial_pulls: round-robin pulls of every arm before the first fit (default 5, as every
+            agent of the library; the ``showdown`` preset uses 2).
         device: where the network trains.
         seed: seeds the initialisation, the minibatches and the posterior draws.
     """
@@ -76,7 +79,7 @@ class NeuralLinear(Agent):
 
     def __init__(self, context_dim: int, n_actions: int, *, hidden=(50,), activation: str = "relu",
                  train_every: int = 50, train_steps: TrainSteps = 100, batch_size: int = 512, lr: float = 1e-2,
-                 a0: float = 6.0, b0: float = 6.0, lambda_prior: float = 0.25, initial_pulls: int = 2,
+                 a0: float = 6.0, b0: float = 6.0, lambda_prior: float = 0.25, initial_pulls: int = DEFAULT_INITIAL_PULLS,
                  device="cpu", seed: int | None = None):
         super().__init__(n_actions, context_dim)
         hidden = (hidden,) if isinstance(hidden, int) else tuple(hidden)
