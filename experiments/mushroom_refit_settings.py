@@ -39,6 +39,8 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "lr5e-4": ({}, {"lr": 5e-4}),
     "hidden100": ({"hidden": (100,)}, {}),
     "hidden50x2": ({"hidden": (50, 50)}, {}),
+    "hidden20": ({"hidden": (20,)}, {}),
+    "hidden10": ({"hidden": (10,)}, {}),
     "reward_scale5": ({}, {"reward_scale": 5.0}),
     "reward_scale15": ({}, {"reward_scale": 15.0}),
     "init_std0.01": ({"init_std": 0.01}, {}),
@@ -49,6 +51,9 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "init_std1": ({"init_std": 1.0}, {}),
     "initial_pulls5": ({}, {"initial_pulls": 5}),
     "initial_pulls10": ({}, {"initial_pulls": 10}),
+    "init_noise0.1": ({"init_noise_std": 0.1}, {}),
+    "init_noise0.25": ({"init_noise_std": 0.25}, {}),
+    "every25_steps50": ({}, {"train_every": 25, "train_steps": 50}),
 }
 
 
