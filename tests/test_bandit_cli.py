@@ -92,3 +92,19 @@ def test_trials_in_worker_processes_give_the_same_steps(tmp_path):
     parallel = pd.read_csv(tmp_path / "parallel" / "steps.csv").drop(columns="seconds")
     pd.testing.assert_frame_equal(serial, parallel)
     assert main(args + ["--workers", "0", "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_initial_pulls_option_sets_the_round_robin_and_is_recorded(tmp_path, capsys):
+    out = tmp_path / "pulls"
+    rc = main(["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--steps", "30", "--trials", "1",
+               "--train-steps", "2", "--hidden", "8", "--initial-pulls", "3", "--out", str(out)])
+    assert rc == 0
+    steps = pd.read_csv(out / "steps.csv")
+    actions = steps[steps["label"] == "thompson[mfvi]"]["action"].to_numpy()
+    assert list(actions[:15]) == [0, 1, 2, 3, 4] * 3           # 3 round-robin pulls of each of 5 arms
+    assert json.loads((out / "summary.json").read_text())["initial_pulls"] == 3
+    default = tmp_path / "default"
+    assert main(["bandit", "wheel", "--agent", "linear", "--steps", "5", "--trials", "1", "--out", str(default)]) == 0
+    assert json.loads((default / "summary.json").read_text())["initial_pulls"] == 5   # the default protocol's
+    assert main(["bandit", "wheel", "--initial-pulls", "-1", "--out", str(tmp_path / "bad")]) == 2
+    assert "--initial-pulls must be a non-negative integer" in capsys.readouterr().err

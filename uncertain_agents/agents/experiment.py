@@ -85,7 +85,7 @@ def agent_specs(agents: list[str], posteriors: list[str], options: dict | None =
 def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials: int, seed: int = 0,
                    delta: float = 0.95, data_dir=None, download: bool = True, protocol: str = "default",
                    hidden=None, train_every: int | None = None, train_steps=None, batch_size: int | None = None,
-                   lr: float | None = None, device="cpu", workers: int = 1,
+                   initial_pulls: int | None = None, lr: float | None = None, device="cpu", workers: int = 1,
                    progress: Callable[[str, int], None] | None = None,
                    on_run: Callable[[pd.DataFrame], None] | None = None,
                    completed: Callable[[str, int], pd.DataFrame | None] | None = None) -> pd.DataFrame:
@@ -111,7 +111,7 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
         mushroom_data = load_mushroom(data_dir, download=download)
     settings = dict(env_name=env_name, steps=steps, delta=delta, mushroom_data=mushroom_data, protocol=protocol,
                     hidden=hidden, train_every=train_every, train_steps=train_steps, batch_size=batch_size,
-                    lr=lr, device=device)
+                    initial_pulls=initial_pulls, lr=lr, device=device)
     frames: dict[tuple[int, int], pd.DataFrame] = {}
     pending: list[tuple[int, int]] = []
     for trial in range(trials):
@@ -169,15 +169,15 @@ def _worker_init() -> None:
 
 
 def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, steps: int, delta: float,
-             mushroom_data, protocol, hidden, train_every, train_steps, batch_size, lr, device,
+             mushroom_data, protocol, hidden, train_every, train_steps, batch_size, initial_pulls, lr, device,
              tick: Callable[[int], None] | None = None) -> pd.DataFrame:
     """One agent for one trial: environment and agent seeded by ``trial_seed``."""
     env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
     agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
                        context_dim=env.observation_space.shape[0], posterior=spec.posterior,
                        posterior_options=spec.options, protocol=protocol, hidden=hidden,
-                       train_every=train_every, train_steps=train_steps, batch_size=batch_size, lr=lr,
-                       device=device, seed=trial_seed)
+                       train_every=train_every, train_steps=train_steps, batch_size=batch_size,
+                       initial_pulls=initial_pulls, lr=lr, device=device, seed=trial_seed)
     t0 = time.perf_counter()
     frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick)
     frame.insert(0, "seed", trial_seed)

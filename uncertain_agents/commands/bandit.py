@@ -55,6 +55,9 @@ def register(sub) -> None:
     p.add_argument("--train-every", type=int, default=None, help="refit every N decisions (default: protocol)")
     p.add_argument("--train-steps", type=int, default=None, help="optimiser steps per refit (default: protocol)")
     p.add_argument("--batch-size", type=int, default=None, help="refit minibatch (default: protocol)")
+    p.add_argument("--initial-pulls", type=int, default=None,
+                   help="round-robin pulls of every arm before the first fit (default: the protocol's; "
+                        "5 in default, the papers' 2 in showdown and fsvgd-paper)")
     p.add_argument("--lr", type=float, default=None, help="refit learning rate (default: the method's)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default=None, help="data folder (else $UNCERTAIN_AGENTS_DATA)")
@@ -92,6 +95,8 @@ def run(args) -> int:
         value = getattr(args, name)
         if value is not None and value <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    if args.initial_pulls is not None and args.initial_pulls < 0:
+        raise ValueError(f"--initial-pulls must be a non-negative integer, got {args.initial_pulls}")
     if args.lr is not None and not args.lr > 0:
         raise ValueError(f"--lr must be positive, got {args.lr}")
     if env_name == "wheel" and not 0.0 < args.delta < 1.0:
@@ -108,7 +113,9 @@ def run(args) -> int:
     config = {"env": env_name, "delta": args.delta if env_name == "wheel" else None, "steps": args.steps,
               "trials": args.trials, "seed": args.seed, "protocol": proto.name,
               "hidden": list(args.hidden or proto.hidden), "train_every": args.train_every,
-              "train_steps": args.train_steps, "batch_size": args.batch_size, "lr": args.lr, "device": args.device,
+              "train_steps": args.train_steps, "batch_size": args.batch_size,
+              "initial_pulls": args.initial_pulls if args.initial_pulls is not None else proto.initial_pulls,
+              "lr": args.lr, "device": args.device,
               "agents": [s.label for s in specs], "options": dict(args.option)}
     out = args.out or Path("runs") / f"bandit-{env_name}"
     folder = RunFolder(out, config, force=args.force)
@@ -133,7 +140,8 @@ def run(args) -> int:
                                delta=args.delta, data_dir=args.data_dir, download=args.download,
                                protocol=args.protocol, hidden=args.hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
-                               batch_size=args.batch_size, lr=args.lr, device=args.device, workers=workers,
+                               batch_size=args.batch_size, initial_pulls=args.initial_pulls, lr=args.lr,
+                               device=args.device, workers=workers,
                                progress=tick,
                                on_run=lambda f: folder.save_frame(units[f["label"].iloc[0], int(f["trial"].iloc[0])], f),
                                completed=lambda label, trial: folder.load_frame(units[label, trial]))
