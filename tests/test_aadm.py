@@ -210,9 +210,9 @@ def test_noise_floor_is_a_bandit_default_of_aadm_and_avb(tmp_path):
         post = ua.make_posterior(name, in_dim=2, out_dim=3, hidden=(8,), seed=0)
         assert post.noise_floor is None                                  # regression: no floor
         ThompsonSampling(post, 3, seed=0)
-        assert post.noise_floor == 0.01 and post.config["noise_floor"] == 0.01
+        assert post.noise_floor == 0.1 and post.config["noise_floor"] == 0.1
         post.save(tmp_path / f"{name}.pt")
-        assert ua.load_posterior(tmp_path / f"{name}.pt").noise_floor == 0.01
+        assert ua.load_posterior(tmp_path / f"{name}.pt").noise_floor == 0.1
         mine = ua.make_posterior(name, in_dim=2, out_dim=3, hidden=(8,), seed=0, noise_floor=0.2)
         ThompsonSampling(mine, 3, seed=0)
         assert mine.noise_floor == 0.2
