@@ -85,12 +85,13 @@ class AADM(Posterior):
             The bandit agents set it to 0.1 reward units (:attr:`bandit_defaults`): on
             mushroom the "don't eat" arm always pays exactly 0 and its learned noise std
             shrinks without bound (0.0025 after 8,000 decisions); once it is far below the
-            "eat" arm's (which grows to 3–12), that arm's rows dominate the shared network's
-            training and the sampled functions collapse to one that ignores the context
-            (then every mushroom is eaten, or none). A floor of 0.01 delayed this past 6,000
-            decisions in some trials only; 0.1 held in every trial measured. The wheel's
-            learned noise stays above 0.1 within 3,000 decisions, so its results are the
-            same. Regression keeps no floor because standardised UCI noise can be far below
+            "eat" arm's (which grows to 3–12), the "don't eat" rows dominate the shared
+            network's training and the sampled functions collapse to one that ignores the
+            context (then every mushroom is eaten, or none). A floor of 0.01 delayed this
+            past 6,000 decisions in some trials only; 0.1 held in all five trials of
+            docs/bandits.md's 10,000-step table. The wheel's learned noise stays above 0.1
+            within 3,000 decisions, so its results there are the same. Regression keeps no
+            floor because standardised UCI noise can be far below
             any fixed value (naval). See docs/bandits.md.
     """
 
