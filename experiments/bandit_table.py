@@ -30,9 +30,9 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_write_text, record_run
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
-from uncertain_agents.agents.experiment import make_env
+from uncertain_agents.agents.experiment import make_env, plot_regret
 from uncertain_agents.datasets.mushroom import load_mushroom
 
 PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme et al. 2018)
@@ -140,35 +140,17 @@ def main(argv=None) -> int:
 
 def report(out: Path, steps: int, protocol: str = "default", page: Path | None = None) -> int:
     """Write ``bandit_table.md``, one regret-curve PNG per environment and, if asked, a results page."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     runs = pd.read_csv(out / "bandit_runs.csv")
     if "protocol" not in runs:
         runs["protocol"] = "default"
     text = table(runs[runs["protocol"] == protocol], steps)
     print(text)
-    (out / "bandit_table.md").write_text(text + "\n")
+    atomic_write_text(out / "bandit_table.md", text + "\n")
     curves = pd.read_csv(out / "curves.csv")
     if "protocol" in curves:
         curves = curves[curves["protocol"] == protocol]
     for env_name, g in curves.groupby("env", sort=False):
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        for i, (label, h) in enumerate(g.groupby("label", sort=False)):
-            color = plt.cm.tab20(i % 20)
-            piv = h.pivot_table(index="step", columns="trial", values="cumulative_regret")
-            mean = piv.mean(axis=1)
-            err = piv.std(axis=1, ddof=1) / np.sqrt(piv.shape[1]) if piv.shape[1] > 1 else 0 * mean
-            ax.plot(mean.index, mean.to_numpy(), label=label, color=color,
-                    linestyle="-" if label.startswith("thompson") else "--")
-            ax.fill_between(mean.index, (mean - err).to_numpy(), (mean + err).to_numpy(), alpha=0.15, color=color)
-        ax.set(xlabel="step", ylabel="cumulative regret", title=f"{env_name}: mean ± s.e. over trials")
-        ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        fig.savefig(out / f"regret_{env_name}.png", dpi=110)
-        plt.close(fig)
+        plot_regret(g, out / f"regret_{env_name}.png", title=f"{env_name}: mean ± s.e. over trials")
     if page is not None:
         write_page(page, out, runs[runs["protocol"] == protocol], text, steps, protocol)
     return 0
@@ -177,7 +159,7 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
 def write_page(page: Path, out: Path, runs: pd.DataFrame, text: str, steps: int, protocol: str) -> None:
     """A results page for docs/results: what was run, at which scale, by which command, the
     table with the published figures beside ours, and the regret plots."""
-    from uncertain_agents.runs import atomic_write_text, git_commit
+    from uncertain_agents.runs import git_commit
 
     page.parent.mkdir(parents=True, exist_ok=True)
     plots = os.path.relpath(out, page.parent)

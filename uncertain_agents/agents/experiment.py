@@ -218,7 +218,13 @@ def summarize(steps: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
-    """Mean cumulative regret against step (± one standard error over trials) for every label."""
+    """Mean cumulative regret against step (± one standard error over trials) for every label.
+
+    ``steps`` has columns ``label``, ``trial``, ``step``, ``cumulative_regret``. The regret axis
+    is logarithmic: Uniform's regret is 10–50 times a learning agent's, so on a linear axis the
+    agents being compared would lie on one line at the bottom. Thompson-sampling agents
+    (labels ``thompson[...]``) are drawn solid, the baselines dashed. Written atomically.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,15 +233,18 @@ def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, label in enumerate(dict.fromkeys(steps["label"])):
         color = plt.cm.tab20(i % 20)
-        g = steps[steps["label"] == label].pivot(index="step", columns="trial", values="cumulative_regret")
+        g = steps[steps["label"] == label].pivot_table(index="step", columns="trial", values="cumulative_regret")
         mean = g.mean(axis=1)
         err = g.std(axis=1, ddof=1) / np.sqrt(g.shape[1]) if g.shape[1] > 1 else 0 * mean
-        ax.plot(mean.index, mean.to_numpy(), label=label, color=color)
+        ax.plot(mean.index, mean.to_numpy(), label=label, color=color,
+                linestyle="-" if str(label).lower().startswith("thompson") else "--")
         ax.fill_between(mean.index, (mean - err).to_numpy(), (mean + err).to_numpy(), alpha=0.2, color=color)
+    if (steps["cumulative_regret"] > 0).any():
+        ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("cumulative regret")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.set_ylabel("cumulative regret (log scale)")
+    ax.set_title(title or "mean ± s.e. over trials")
+    ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
