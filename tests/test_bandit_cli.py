@@ -108,3 +108,21 @@ def test_initial_pulls_option_sets_the_round_robin_and_is_recorded(tmp_path, cap
     assert json.loads((default / "summary.json").read_text())["initial_pulls"] == 5   # the default protocol's
     assert main(["bandit", "wheel", "--initial-pulls", "-1", "--out", str(tmp_path / "bad")]) == 2
     assert "--initial-pulls must be a non-negative integer" in capsys.readouterr().err
+
+
+def test_regret_plot_handles_zero_regret_and_replaces_the_file_whole(tmp_path):
+    """The log regret axis must not fail on an agent with no regret at all (or on all-zero input),
+    and a re-plot replaces the previous file in one step (no temporary files left behind)."""
+    from uncertain_agents.agents.experiment import plot_regret
+
+    rows = [{"label": label, "trial": t, "step": s, "cumulative_regret": value * s}
+            for label, value in (("uniform", 5.0), ("thompson[mfvi]", 0.5), ("oracle", 0.0))
+            for t in range(2) for s in (1, 2, 3)]
+    frame = pd.DataFrame(rows)
+    path = tmp_path / "regret.png"
+    plot_regret(frame, path, title="t")
+    first = path.read_bytes()
+    plot_regret(frame[frame["label"] == "oracle"], path)
+    assert first[:8] == b"\x89PNG\r\n\x1a\n" and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.read_bytes() != first
+    assert [p.name for p in tmp_path.iterdir()] == ["regret.png"]
