@@ -233,7 +233,7 @@ def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, label in enumerate(dict.fromkeys(steps["label"])):
         color = plt.cm.tab20(i % 20)
-        g = steps[steps["label"] == label].pivot_table(index="step", columns="trial", values="cumulative_regret")
+        g = steps[steps["label"] == label].pivot(index="step", columns="trial", values="cumulative_regret")
         mean = g.mean(axis=1)
         err = g.std(axis=1, ddof=1) / np.sqrt(g.shape[1]) if g.shape[1] > 1 else 0 * mean
         ax.plot(mean.index, mean.to_numpy(), label=label, color=color,
