@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .fused_adam import DirectFusedAdam, direct_fused_adam_available
 from .progress import ProgressBar
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -302,11 +303,15 @@ class OptimizerSet:
 def make_adam(params, lr: float) -> torch.optim.Optimizer:
     """Adam with PyTorch's fused kernel where the parameters allow it (float tensors on CPU
     or CUDA: one kernel for all of them, about 10× faster than the default per-tensor loop
-    on CPU for the ~300k parameters of AADM), else the default implementation."""
+    on CPU for the ~300k parameters of AADM), called directly on plain steps
+    (:class:`~uncertain_agents.posteriors.fused_adam.DirectFusedAdam`: the same update without
+    ``torch.optim``'s per-step bookkeeping), else the default implementation."""
     params = list(params)
     fusable = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
     if fusable:
         try:
+            if direct_fused_adam_available():
+                return DirectFusedAdam(params, lr=lr)
             return torch.optim.Adam(params, lr=lr, fused=True)
         except (RuntimeError, TypeError, ValueError):
             pass
