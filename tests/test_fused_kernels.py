@@ -70,3 +70,54 @@ def test_direct_fused_adam_falls_back_where_the_direct_call_does_not_apply():
 
 def test_make_adam_uses_the_direct_fused_optimizer_for_float_parameters():
     assert isinstance(make_adam(_params(0), lr=1e-3), DirectFusedAdam)
+
+
+def _mean_field(learn_prior: bool = False):
+    from uncertain_agents import make_posterior
+
+    post = make_posterior("mfvi", in_dim=5, out_dim=2, hidden=(8,), seed=3, learn_prior=learn_prior)
+    with torch.no_grad():  # a posterior away from its initial state
+        post.mean.add_(0.3 * torch.randn(post.mean.shape, generator=torch.Generator().manual_seed(4)))
+        post.log_std.add_(0.5 * torch.rand(post.log_std.shape, generator=torch.Generator().manual_seed(5)))
+    return post
+
+
+def test_fused_variances_and_kl_match_the_composed_ops_bit_for_bit():
+    post = _mean_field()
+    g_var = torch.randn(post.mean.shape, generator=torch.Generator().manual_seed(6))
+    params = [post.mean, post.log_std]
+
+    variances, kl = post.variances_and_kl()
+    fused = torch.autograd.grad((variances * g_var).sum() + kl / 37.0, params)
+    composed_var, composed_kl = torch.exp(2.0 * post.log_std), post.kl_divergence()
+    composed = torch.autograd.grad((composed_var * g_var).sum() + composed_kl / 37.0, params)
+
+    assert torch.equal(variances, composed_var) and torch.equal(kl, composed_kl)
+    for a, b in zip(fused, composed):
+        assert torch.equal(a, b)
+    # and each output alone (the other's gradient is None)
+    for pick in (0, 1):
+        out = post.variances_and_kl()[pick]
+        ref = (torch.exp(2.0 * post.log_std), post.kl_divergence())[pick]
+        got = torch.autograd.grad(out.sum(), params, allow_unused=True)
+        want = torch.autograd.grad(ref.sum(), params, allow_unused=True)
+        for a, b in zip(got, want):
+            assert torch.equal(a if a is not None else torch.zeros_like(b),
+                               b if b is not None else torch.zeros_like(a))
+
+
+def test_fused_variances_and_kl_gradcheck_in_double_precision():
+    from uncertain_agents.posteriors.mean_field import _VariancesAndKL
+
+    g = torch.Generator().manual_seed(7)
+    mean = torch.randn(6, generator=g, dtype=torch.float64, requires_grad=True)
+    log_std = (0.3 * torch.randn(6, generator=g, dtype=torch.float64) - 1).requires_grad_()
+    prior_std = torch.rand(6, generator=g, dtype=torch.float64) + 0.5
+    assert torch.autograd.gradcheck(lambda m, s: _VariancesAndKL.apply(m, s, prior_std), (mean, log_std))
+
+
+def test_a_learned_prior_scale_keeps_the_composed_kl_and_its_gradient():
+    post = _mean_field(learn_prior=True)
+    _, kl = post.variances_and_kl()
+    grad = torch.autograd.grad(kl, post.log_prior_scale)[0]
+    assert torch.equal(kl, post.kl_divergence()) and bool((grad != 0).all())

@@ -22,11 +22,13 @@ from .mean_field import MeanFieldGaussian
 class MeanFieldVI(MeanFieldGaussian):
     name = "mfvi"
 
-    def local_reparam_forward(self, x: Tensor, k: int, generator: torch.Generator) -> Tensor:
-        """``x[B, d] -> f[k, B, out]`` with per-example pre-activation noise."""
+    def local_reparam_forward(self, x: Tensor, k: int, generator: torch.Generator,
+                              variances: Tensor | None = None) -> Tensor:
+        """``x[B, d] -> f[k, B, out]`` with per-example pre-activation noise (``variances[D]``:
+        the weights' ``std²`` when the caller has them already)."""
         act = ACTIVATIONS[self.spec.activation]
         means = self.spec.unflatten_one(self.mean)
-        variances = self.spec.unflatten_one(torch.exp(2.0 * self.log_std))
+        variances = self.spec.unflatten_one(torch.exp(2.0 * self.log_std) if variances is None else variances)
         h = x if k == 1 else x.unsqueeze(0).expand(k, -1, -1).reshape(k * x.shape[0], -1)
         for i, ((wm, bm), (wv, bv)) in enumerate(zip(means, variances)):
             if i > 0:
@@ -36,9 +38,10 @@ class MeanFieldVI(MeanFieldGaussian):
         return h.view(k, x.shape[0], -1)
 
     def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        f = self.local_reparam_forward(batch.x, self.train_samples, generator)
+        variances, kl = self.variances_and_kl()
+        f = self.local_reparam_forward(batch.x, self.train_samples, generator, variances)
         loglik = self.likelihood.log_prob(f, batch.y, batch.mask, **self._noise_kw())
-        return negative_elbo(loglik, self.kl_divergence(), batch.n_data)
+        return negative_elbo(loglik, kl, batch.n_data)
 
     def _noise_kw(self) -> dict:
         return {"log_noise_std": self.log_noise_std_train()} if self.kind == "gaussian" else {}
