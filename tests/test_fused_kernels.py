@@ -121,3 +121,17 @@ def test_a_learned_prior_scale_keeps_the_composed_kl_and_its_gradient():
     _, kl = post.variances_and_kl()
     grad = torch.autograd.grad(kl, post.log_prior_scale)[0]
     assert torch.equal(kl, post.kl_divergence()) and bool((grad != 0).all())
+
+
+def test_keep_freed_memory_respects_the_opt_out_and_is_applied_by_a_cpu_fit(monkeypatch):
+    from uncertain_agents import allocator, make_posterior
+
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.setenv(allocator.ENV_VAR, "0")
+    assert allocator.keep_freed_memory() is False and not allocator.freed_memory_kept()
+    monkeypatch.setattr(allocator, "_applied", None)
+    monkeypatch.delenv(allocator.ENV_VAR)
+    post = make_posterior("map", in_dim=2, out_dim=1, hidden=(4,), seed=0)
+    post.fit(torch.randn(16, 2), torch.randn(16, 1), steps=2, batch_size=8)
+    assert allocator.freed_memory_kept() == (allocator._glibc() is not None)
+    assert allocator.keep_freed_memory() == allocator.freed_memory_kept()  # idempotent

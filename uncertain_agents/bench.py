@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .allocator import freed_memory_kept
+
 
 @dataclass(frozen=True)
 class BenchNetwork:
@@ -338,6 +340,8 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
     return {
         "network": {**asdict(net), "widths": net.label},
         "device": str(dev), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+        # set by the posteriors' first fit (process-wide, so the plain reference runs under it too)
+        "malloc_keeps_freed_memory": freed_memory_kept(),
         "rounds": rounds, "steps": steps, "act_calls": act_calls,
         "predict": {"n_samples": PREDICT_SAMPLES, "n_inputs": PREDICT_INPUTS,
                     "reference": f"{PREDICT_SAMPLES} forward passes of the plain MLP"},

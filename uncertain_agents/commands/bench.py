@@ -125,7 +125,8 @@ def run(args) -> int:
         console.print(agents)
     console.print(f"predict: {result['predict']['n_samples']} samples at {result['predict']['n_inputs']} inputs, "
                   f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
-                  f"({max(2, net.out_dim)} arms), {args.act_calls} calls")
+                  f"({max(2, net.out_dim)} arms), {args.act_calls} calls; malloc keeps freed memory: "
+                  f"{'yes' if result['malloc_keeps_freed_memory'] else 'no'} (uncertain_agents.allocator)")
     if args.out is not None:
         atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
         console.print(f"wrote {args.out}")

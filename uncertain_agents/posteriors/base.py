@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from ..allocator import keep_freed_memory
 from ..function_sample import FunctionSample
 from ..likelihoods import make_likelihood
 from ..network import MLPSpec
@@ -242,6 +243,10 @@ class Posterior(TrainingUnits, nn.Module):
             lr: Adam learning rate; ``None`` uses the method's default.
             progress: show a rich progress bar.
 
+        The first fit of a CPU posterior in a process lets glibc keep freed memory
+        (:func:`uncertain_agents.allocator.keep_freed_memory`: no page faults on reused
+        tensors; opt out with ``UNCERTAIN_AGENTS_KEEP_FREED_MEMORY=0``).
+
         Raises:
             TrainingDivergedError: if the loss or the parameters become NaN/inf.
         """
@@ -252,6 +257,8 @@ class Posterior(TrainingUnits, nn.Module):
         self.fix_units_from_data(x, y, mask)
         xs, ys = self.to_train_units(x, y)
         maskf = None if mask is None else mask.to(xs.dtype)
+        if self.device.type == "cpu":
+            keep_freed_memory()
         return run_training(self, xs, ys, maskf, steps=steps, batch_size=batch_size, lr=lr, progress=progress)
 
     # ---------------------------------------------------------------- sample
