@@ -33,16 +33,17 @@ def measure(names: list[str], steps: int, rounds: int, threads: int, network: st
 
     from uncertain_agents import make_posterior
     from uncertain_agents.allocator import freed_memory_kept
-    from uncertain_agents.bench import get_network, make_batch, plain_step_fn, posterior_step_fn
+    from uncertain_agents.bench import get_network, make_batch, parse_candidate, plain_step_fn, posterior_step_fn
 
     torch.set_num_threads(threads)
     net = get_network(network)
     x, y = make_batch(net, net.batch)
     fns = {"plain": plain_step_fn(net, x, y, steps=steps)}
-    for name in names:
+    for text in names:  # "name" or "name:key=value,..." as in ``uncertain-agents bench``
+        _, name, options = parse_candidate(text)
         post = make_posterior(name, in_dim=net.in_dim, out_dim=net.out_dim, hidden=net.hidden,
-                              likelihood=net.likelihood, seed=0)
-        fns[name] = posterior_step_fn(post, x, y, steps=steps)
+                              likelihood=net.likelihood, seed=0, **options)
+        fns[text] = posterior_step_fn(post, x, y, steps=steps)
     for fn in fns.values():
         fn()  # warm-up (and the first fit, which applies the setting unless it is switched off)
     out = {}
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         return statistics.median(r[name][key] for r in runs[label])
 
     print(f"{args.network} network, {args.threads} threads, {args.repeats} process pairs, medians")
-    print(f"{'candidate':<16}{'default µs':>12}{'kept µs':>10}{'kept/default':>14}{'faults/step':>14}"
+    print(f"{'candidate':<24}{'default µs':>12}{'kept µs':>10}{'kept/default':>14}{'faults/step':>14}"
           f"{'sys µs/step':>14}{'ratio to plain (default → kept)':>34}")
     for name in names:
         d, k = med("default", name, "step_us"), med("kept", name, "step_us")
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if name != "plain":
             ratios = (f"{statistics.median(r[name]['step_us'] / r['plain']['step_us'] for r in runs['default']):.2f}× → "
                       f"{statistics.median(r[name]['step_us'] / r['plain']['step_us'] for r in runs['kept']):.2f}×")
-        print(f"{name:<16}{d:>12.0f}{k:>10.0f}{k / d:>14.2f}"
+        print(f"{name:<24}{d:>12.0f}{k:>10.0f}{k / d:>14.2f}"
               f"{med('default', name, 'minor_faults_per_step'):>7.0f} → {med('kept', name, 'minor_faults_per_step'):<4.0f}"
               f"{med('default', name, 'sys_us_per_step'):>7.0f} → {med('kept', name, 'sys_us_per_step'):<4.0f}{ratios:>34}")
     if args.out:
