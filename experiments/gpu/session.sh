@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Run THERE (the device machine), from the repository root: every GPU item of issues 14 and 9
+# that fits one call, in about 8 minutes at most. Prepare first with experiments/gpu/prepare.sh,
+# then (docs/speed.md, "GPU"):
+#
+#   run(command="bash experiments/gpu/session.sh", carry=[".whl", ".gpu_data"], timeout_s=560)
+#
+# Each step has its own time limit and the next one runs whatever happened; everything lands
+# in $OUT (at most 8 files come back): session.log (all output and a summary line per step),
+# bench_cuda_bandit.json, gpu_projection_cuda.json, bandit_runs.csv and bandit_table.md of a
+# timed 1,000-decision run of the fsvgd-paper preset on the wheel.
+# Without $OUT (a dry run anywhere) it writes to experiments/results/gpu_session;
+# GPU_SESSION_DEVICE=cpu GPU_SESSION_QUICK=1 runs the same steps, small, on a CPU.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-experiments/results/gpu_session}"
+mkdir -p "$OUT"
+DEVICE="${GPU_SESSION_DEVICE:-cuda}"
+QUICK="${GPU_SESSION_QUICK:-0}"
+LOG="$OUT/session.log"
+export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+if [ -d .gpu_data/mushroom ]; then export UNCERTAIN_AGENTS_DATA="$PWD/.gpu_data"; fi
+
+step() {  # step NAME LIMIT_SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  local start=$SECONDS
+  echo "===== $name (limit ${limit} s): $*" >> "$LOG"
+  timeout "$limit" "$@" >> "$LOG" 2>&1
+  local rc=$?
+  echo "----- $name: rc=$rc, $((SECONDS - start)) s" | tee -a "$LOG"
+}
+
+if [ "$QUICK" = 1 ]; then ROUNDS=1; STEPS=3; DECISIONS=60; else ROUNDS=3; STEPS=30; DECISIONS=1000; fi
+
+step environment 30 bash -c "nvidia-smi -L 2>/dev/null; python3 -c 'import torch, sys; print(sys.version); \
+print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())'; nproc"
+# CUDA tests: tests/test_cuda.py (marked) and the device-parametrised interface and attack tests
+step cuda_tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_interface.py \
+  tests/test_attacks.py -k cuda
+step bench 100 python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit --rounds "$ROUNDS" \
+  --steps "$STEPS" --out "$OUT/bench_cuda_bandit.json"
+step projection 90 python3 experiments/gpu_projection.py --device "$DEVICE" --rounds "$ROUNDS" --steps "$STEPS" \
+  --out "$OUT/gpu_projection_cuda.json"
+# a timed piece of the 50,000-step table: the first 1,000 decisions of one trial of the fsvgd-paper
+# preset on the wheel (20 refits, 2,000 -> 100 steps: about 21,000 of a trial's 119,950 steps)
+TABLE=/tmp/gpu_session_bandit
+step bandit_timing 150 python3 experiments/bandit_table.py --envs wheel --steps "$DECISIONS" --trials 1 \
+  --protocol fsvgd-paper --device "$DEVICE" --workers 3 \
+  --only "thompson[fsvgd],thompson[bootstrap],thompson[mfvi]" --posteriors fsvgd,bootstrap,mfvi --out "$TABLE"
+cp "$TABLE/bandit_runs.csv" "$TABLE/bandit_table.md" "$OUT/" 2>/dev/null

@@ -1,0 +1,79 @@
+"""CUDA checks: run only where a GPU is present (``-m cuda``; skipped here, see conftest).
+
+What a GPU user relies on beyond the device-parametrised interface tests: every posterior's
+fit / predict / save on the device and loading back onto the host; Thompson sampling with a
+posterior on the device; decisions that never wait for the device (``act`` reads functions
+copied to the host once per refit); and the bench and the bandit runner with ``device="cuda"``.
+"""
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+
+import uncertain_agents as ua
+from uncertain_agents.agents import make_agent, run_bandit
+
+pytestmark = pytest.mark.cuda
+
+NAMES = ua.available_posteriors()
+
+
+def _make(name: str, **kw):
+    return ua.make_posterior(name, in_dim=3, out_dim=2, hidden=(8,), device="cuda", seed=0, **kw)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fit_predict_save_on_cuda_and_load_on_the_host(name, tmp_path):
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(64, 3, generator=g), torch.randn(64, 2, generator=g)
+    post = _make(name)
+    result = post.fit(x, y, steps=5, batch_size=16)
+    assert len(result.losses) == result.steps and post.device.type == "cuda"
+    pred = post.predict(x, n_samples=6)
+    assert pred.mean.device.type == "cuda" and bool(torch.isfinite(pred.mean).all())
+    path = tmp_path / "post.pt"
+    post.save(path)
+    host = ua.load_posterior(path)  # default map_location: the host
+    assert host.device.type == "cpu"
+    a = post.sample(3, generator=torch.Generator(device="cuda").manual_seed(1))(x.cuda()).cpu()
+    b = ua.load_posterior(path, map_location="cuda").sample(
+        3, generator=torch.Generator(device="cuda").manual_seed(1))(x.cuda()).cpu()
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("posterior", ["mfvi", "ensemble", "fsvgd"])
+def test_thompson_sampling_with_a_cuda_posterior_decides_without_waiting_for_the_device(posterior):
+    agent = make_agent("thompson", n_actions=5, context_dim=2, posterior=posterior, device="cuda", seed=0,
+                       train_every=20, train_steps=10)
+    env = gym.make("envs:WheelBandit-v0", delta=0.5)
+    frame = run_bandit(env, agent, steps=60, seed=0)  # three refits on the device
+    assert agent.posterior.device.type == "cuda"
+    assert frame["action"].between(0, 4).all() and len(frame) == 60
+    # between refits a decision is host arithmetic on functions copied once per refit:
+    # no operation that synchronises with the device may run in ``act``
+    context = torch.zeros(2).numpy()
+    agent.act(context)  # draws the next batch of functions if needed (a copy to the host)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(5):
+            assert 0 <= agent.act(context) < 5
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def test_bandit_runner_on_cuda_matches_its_own_rerun():
+    from uncertain_agents.agents.experiment import AgentSpec, run_experiment
+
+    specs = [AgentSpec("thompson", posterior="mfvi")]
+    runs = [run_experiment("wheel", specs, steps=60, trials=1, seed=3, delta=0.5, train_every=20, train_steps=10,
+                           device="cuda") for _ in range(2)]
+    assert runs[0]["action"].tolist() == runs[1]["action"].tolist()
+
+
+def test_bench_runs_on_cuda():
+    from uncertain_agents.bench import all_finite_positive, run_bench
+
+    result = run_bench("boston", ["mfvi", "ensemble"], rounds=1, steps=3, act_calls=20, device="cuda")
+    assert result["device"].startswith("cuda") and all_finite_positive(result)
