@@ -135,3 +135,48 @@ def test_keep_freed_memory_respects_the_opt_out_and_is_applied_by_a_cpu_fit(monk
     post.fit(torch.randn(16, 2), torch.randn(16, 1), steps=2, batch_size=8)
     assert allocator.freed_memory_kept() == (allocator._glibc() is not None)
     assert allocator.keep_freed_memory() == allocator.freed_memory_kept()  # idempotent
+
+
+def _composed_draw(mean, log_std, eps, prior_std):
+    """``MeanFieldGaussian.draw``'s arithmetic as plain autograd ops (the reference)."""
+    w = mean + log_std.exp() * eps
+    log_q = -(log_std + 0.5 * eps.square()).sum(-1)
+    log_prior = prior_std.log()
+    log_p = -(log_prior + 0.5 * (w * torch.exp(-log_prior)).square()).sum(-1)
+    return w, log_q - log_p
+
+
+def test_fused_draw_matches_the_composed_ops_bit_for_bit_inside_the_bb_alpha_loss(monkeypatch):
+    import uncertain_agents.posteriors.mean_field as mean_field
+    from uncertain_agents import make_posterior
+    from uncertain_agents.posteriors.base import Batch
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(200, 6, generator=g), torch.randn(200, 2, generator=g)
+    post = make_posterior("bb-alpha", in_dim=6, out_dim=2, hidden=(16, 16), seed=1)
+    post.fit(x, y, steps=5, batch_size=64)  # away from the initial state
+    xs, ys = post.to_train_units(x, y)
+    batch = Batch(xs[:64], ys[:64], None, None, 200, xs, ys, None)
+    params = [p for p in post.parameters() if p.requires_grad]
+
+    def loss_and_grads():
+        loss = post.loss(batch, torch.Generator().manual_seed(5))
+        return loss, torch.autograd.grad(loss, params)
+
+    fused_loss, fused = loss_and_grads()
+    monkeypatch.setattr(mean_field._DrawWithLogRatio, "apply", _composed_draw)
+    composed_loss, composed = loss_and_grads()
+    assert torch.equal(fused_loss, composed_loss)
+    for a, b in zip(fused, composed):
+        assert torch.equal(a, b)
+
+
+def test_fused_draw_gradcheck_in_double_precision():
+    from uncertain_agents.posteriors.mean_field import _DrawWithLogRatio
+
+    g = torch.Generator().manual_seed(9)
+    mean = torch.randn(5, generator=g, dtype=torch.float64, requires_grad=True)
+    log_std = (0.2 * torch.randn(5, generator=g, dtype=torch.float64) - 1).requires_grad_()
+    eps = torch.randn(3, 5, generator=g, dtype=torch.float64)
+    prior_std = torch.rand(5, generator=g, dtype=torch.float64) + 0.5
+    assert torch.autograd.gradcheck(lambda m, s: _DrawWithLogRatio.apply(m, s, eps, prior_std), (mean, log_std))
