@@ -180,3 +180,14 @@ def test_fused_draw_gradcheck_in_double_precision():
     eps = torch.randn(3, 5, generator=g, dtype=torch.float64)
     prior_std = torch.rand(5, generator=g, dtype=torch.float64) + 0.5
     assert torch.autograd.gradcheck(lambda m, s: _DrawWithLogRatio.apply(m, s, eps, prior_std), (mean, log_std))
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.75, 0.9375, 0.95, 0.9, 0.99609375])  # 1, 2, 4, 16, 16, 8 bits
+def test_float_keep_masks_are_the_boolean_masks_as_factors(keep):
+    from uncertain_agents.posteriors.masks import keep_masks
+
+    shape = (3, 700, 11)  # long enough for the PCG64 path
+    as_bool = keep_masks(shape, keep, torch.Generator().manual_seed(4))
+    as_float = keep_masks(shape, keep, torch.Generator().manual_seed(4), dtype=torch.float32)
+    assert as_bool.dtype == torch.bool and as_float.dtype == torch.float32 and as_float.shape == shape
+    assert torch.equal(as_float, as_bool.float())

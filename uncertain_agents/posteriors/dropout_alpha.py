@@ -118,17 +118,18 @@ class DropoutAlpha(Posterior):
         self.decay.copy_(self._weight_decay())
 
     # ------------------------------------------------------------- masks
-    def draw_keep(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:
-        """One boolean keep-mask per dense layer, ``[*shape, fan_in]`` (True = kept, with
-        probability ``1-p``); ``None`` for a layer with rate 0."""
-        return [None if p == 0.0 else keep_masks((*shape, fan_in), 1.0 - p, generator, self.device)
+    def draw_keep(self, shape: tuple[int, ...], generator: torch.Generator,
+                  dtype: torch.dtype = torch.bool) -> list[Tensor | None]:
+        """One keep-mask per dense layer, ``[*shape, fan_in]`` (True, or ``1.`` for a float
+        ``dtype``, = kept, with probability ``1-p``); ``None`` for a layer with rate 0."""
+        return [None if p == 0.0 else keep_masks((*shape, fan_in), 1.0 - p, generator, self.device, dtype)
                 for (fan_in, _), p in zip(self.spec.layer_shapes, self.rates)]
 
     def draw_masks(self, shape: tuple[int, ...], generator: torch.Generator) -> list[Tensor | None]:
         """The keep-masks of :meth:`draw_keep` (same draws) as inverted-dropout factors:
         ``[*shape, fan_in]`` with entries ``0`` or ``1/(1-p)``; ``None`` for a layer with rate 0."""
-        return [None if keep is None else keep.view(torch.uint8).to(self.params.dtype).mul_(1.0 / (1.0 - p))
-                for keep, p in zip(self.draw_keep(shape, generator), self.rates)]
+        return [None if keep is None else keep.mul_(1.0 / (1.0 - p))
+                for keep, p in zip(self.draw_keep(shape, generator, self.params.dtype), self.rates)]
 
     def masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
         """``x[B, d]`` with keep-masks ``[k, B or 1, fan_in]`` per layer (:meth:`draw_keep`,
@@ -172,7 +173,8 @@ class DropoutAlpha(Posterior):
         return (self.decay * self.params.square()).sum() / n_data
 
     def loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
-        keep = self.draw_keep((self.train_samples, batch.x.shape[0]), generator)
+        # masks drawn as 0./1. factors directly (the same draws as the boolean ones)
+        keep = self.draw_keep((self.train_samples, batch.x.shape[0]), generator, self.params.dtype)
         f = self.masked_forward(batch.x, keep)
         kw = {"log_noise_std": self.log_noise_std_train()} if self.kind == "gaussian" else {}
         loglik = self.likelihood.log_prob(f, batch.y, batch.mask, **kw)

