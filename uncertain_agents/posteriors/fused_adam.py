@@ -11,7 +11,7 @@ with a gradient on one device and dtype, state already created), makes the same 
 the stock step ends in: ``torch._foreach_add_`` on the step counts and ``torch._fused_adam_``.
 Anything else (including the first step, which creates the state) goes through
 ``torch.optim.Adam.step``. The update is bit-identical to the stock optimiser's
-(``tests/test_fused_adam.py``).
+(``tests/test_fused_kernels.py``).
 """
 from __future__ import annotations
 
