@@ -149,6 +149,10 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
     curves = pd.read_csv(out / "curves.csv")
     if "protocol" in curves:
         curves = curves[curves["protocol"] == protocol]
+    # a folder may hold runs of several horizons (an earlier --steps): keep this horizon's points,
+    # and where two runs of one (env, agent, trial) share a step, the later-appended one
+    key = [c for c in ("env", "protocol", "label", "trial", "step") if c in curves]
+    curves = curves[curves["step"] <= steps].drop_duplicates(key, keep="last")
     for env_name, g in curves.groupby("env", sort=False):
         plot_regret(g, out / f"regret_{env_name}.png", title=f"{env_name}: mean ± s.e. over trials")
     if page is not None:
