@@ -35,7 +35,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...
   echo "----- $name: rc=$rc, $((SECONDS - start)) s" | tee -a "$LOG"
 }
 
-if [ "$QUICK" = 1 ]; then ROUNDS=1; STEPS=3; DECISIONS=60; else ROUNDS=3; STEPS=30; DECISIONS=1000; fi
+if [ "$QUICK" = 1 ]; then ROUNDS=1; STEPS=3; DECISIONS=60; MUSHROOM_DECISIONS=30; else ROUNDS=3; STEPS=30; DECISIONS=1000; MUSHROOM_DECISIONS=300; fi
 
 step environment 30 bash -c "nvidia-smi -L 2>/dev/null; python3 -c 'import torch, sys; print(sys.version); \
 print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())'; nproc"
@@ -53,3 +53,9 @@ step bandit_timing 150 python3 experiments/bandit_table.py --envs wheel --steps 
   --protocol fsvgd-paper --device "$DEVICE" --workers 3 \
   --only "thompson[fsvgd],thompson[bootstrap],thompson[mfvi]" --posteriors fsvgd,bootstrap,mfvi --out "$TABLE"
 cp "$TABLE/bandit_runs.csv" "$TABLE/bandit_table.md" "$OUT/" 2>/dev/null
+# the same preset on the mushroom bandit (117-dimensional contexts), its first 300 decisions
+MUSH=/tmp/gpu_session_mushroom
+step mushroom_timing 60 python3 experiments/bandit_table.py --envs mushroom --steps "$MUSHROOM_DECISIONS" --trials 1 \
+  --protocol fsvgd-paper --device "$DEVICE" --workers 3 \
+  --only "thompson[fsvgd],thompson[bootstrap],thompson[mfvi]" --posteriors fsvgd,bootstrap,mfvi --out "$MUSH"
+cp "$MUSH/bandit_runs.csv" "$OUT/bandit_runs_mushroom.csv" 2>/dev/null
