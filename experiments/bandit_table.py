@@ -17,6 +17,7 @@ skipped when the script is started again, so an interrupted table can be resumed
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 import time
@@ -122,7 +123,8 @@ def main(argv=None) -> int:
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
                              args.delta, protocol, args.device))
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run_one, *task): task for task in todo}
         for fut in as_completed(futures):
             result = fut.result()

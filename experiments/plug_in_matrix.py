@@ -31,6 +31,7 @@ the slowest); ``--jobs`` and ``--posteriors`` run a part.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import json
 import os
 import time
@@ -270,7 +271,8 @@ def main(argv=None) -> int:
     todo.sort(key=lambda c: (order.get(c[1], 9), c[0]))
     print(f"{len(todo)} cells to run ({args.workers} workers)", flush=True)
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+    # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run_cell, *cell): cell for cell in todo}
         for k, fut in enumerate(as_completed(futures), 1):
             job, name, i, _ = futures[fut]

@@ -26,8 +26,11 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 if [ -d .gpu_data/mushroom ]; then export UNCERTAIN_AGENTS_DATA="$PWD/.gpu_data"; fi
 
+# GPU_SESSION_STEPS="concurrency bandit_timing" runs only those steps (default: all of them)
+STEPS_WANTED="${GPU_SESSION_STEPS:-all}"
 step() {  # step NAME LIMIT_SECONDS COMMAND...
   local name=$1 limit=$2; shift 2
+  if [ "$STEPS_WANTED" != all ] && [[ " $STEPS_WANTED " != *" $name "* ]]; then return 0; fi
   local start=$SECONDS
   echo "===== $name (limit ${limit} s): $*" >> "$LOG"
   timeout "$limit" "$@" >> "$LOG" 2>&1
@@ -46,6 +49,10 @@ step bench 100 python3 -m uncertain_agents.cli bench --device "$DEVICE" --networ
   --steps "$STEPS" --out "$OUT/bench_cuda_bandit.json"
 step projection 90 python3 experiments/gpu_projection.py --device "$DEVICE" --rounds "$ROUNDS" --steps "$STEPS" \
   --out "$OUT/gpu_projection_cuda.json"
+# how the steps of P processes (one per trial, as bandit_table.py --workers runs them) share the device
+if [ "$QUICK" = 1 ]; then CONFIGS=fsvgd:1,mixed:2; else CONFIGS=fsvgd:1,fsvgd:4,fsvgd:10,mixed:15; fi
+step concurrency 150 python3 experiments/gpu_concurrency.py --device "$DEVICE" --configs "$CONFIGS" \
+  --steps "$((STEPS * 20))" --out "$OUT/gpu_concurrency_cuda.json"
 # a timed piece of the 50,000-step table: the first 1,000 decisions of one trial of the fsvgd-paper
 # preset on the wheel (20 refits, 2,000 -> 100 steps: about 21,000 of a trial's 119,950 steps)
 TABLE=/tmp/gpu_session_bandit
