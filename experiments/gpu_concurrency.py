@@ -9,8 +9,10 @@ with its own posterior (built as the preset builds it), wait at a barrier, then 
 ``--steps`` training steps through ``Posterior.fit``; the wall time from the barrier to the last
 one's end gives the aggregate step rate at concurrency P.
 
-Each configuration is ``NAME:P`` (P processes of posterior NAME) or ``mixed:P`` (P processes
-cycling through fsvgd, bootstrap, mfvi — the table's mix). From the measured time per step
+Each configuration is ``NAME:P`` (P processes of posterior NAME, built with the preset's
+options, which ``NAME+key=value`` overrides, e.g. ``fsvgd+n_particles=200:1`` — ten trials'
+particles in one batched network, the arithmetic of a trial-batched step) or ``mixed:P``
+(P processes cycling through fsvgd, bootstrap, mfvi — the table's mix). From the measured time per step
 at the largest concurrency it projects the table's wall time per bandit (stated as a
 projection from this measurement):
 
@@ -27,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+import uncertain_agents as ua
 from uncertain_agents.agents import get_protocol
 from uncertain_agents.runs import atomic_write_text, run_manifest
 
@@ -38,7 +41,12 @@ def _worker(name: str, device: str, steps: int, barrier, queue) -> None:
 
     torch.set_num_threads(1)
     protocol = get_protocol("fsvgd-paper")
-    post = gp.make(name, protocol, protocol.hidden, device)
+    method, *overrides = name.split("+")
+    options = {**protocol.posterior_options.get("*", {}), **protocol.posterior_options.get(method, {})}
+    for item in overrides:
+        key, _, value = item.partition("=")
+        options[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    post = ua.make_posterior(method, in_dim=117, out_dim=2, hidden=protocol.hidden, seed=0, device=device, **options)
     x, y, mask = gp.batch(2 * protocol.batch_size, device)
     post.fit(x, y, mask=mask, steps=20, batch_size=protocol.batch_size)  # warm-up: allocations, kernels
     if device == "cuda":

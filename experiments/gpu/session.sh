@@ -51,8 +51,12 @@ step projection 90 python3 experiments/gpu_projection.py --device "$DEVICE" --ro
   --out "$OUT/gpu_projection_cuda.json"
 # how the steps of P processes (one per trial, as bandit_table.py --workers runs them) share the device
 if [ "$QUICK" = 1 ]; then CONFIGS=fsvgd:1,mixed:2; else CONFIGS=fsvgd:1,fsvgd:4,fsvgd:10,mixed:15; fi
+CONFIGS="${GPU_SESSION_CONFIGS:-$CONFIGS}"
 step concurrency 150 python3 experiments/gpu_concurrency.py --device "$DEVICE" --configs "$CONFIGS" \
   --steps "$((STEPS * 20))" --out "$OUT/gpu_concurrency_cuda.json"
+# which operations of a step wait for the device; what a CUDA graph saves on a stack of 1/20/200 networks
+step sync_probe 60 python3 experiments/gpu_sync_probe.py --out "$OUT/gpu_sync_probe.json"
+step graph_probe 60 python3 experiments/gpu_graph_probe.py --out "$OUT/gpu_graph_probe.json"
 # a timed piece of the 50,000-step table: the first 1,000 decisions of one trial of the fsvgd-paper
 # preset on the wheel (20 refits, 2,000 -> 100 steps: about 21,000 of a trial's 119,950 steps)
 TABLE=/tmp/gpu_session_bandit

@@ -130,7 +130,17 @@ class FunctionSpaceSVGD(ParticlePosterior):
         return pool.index_select(0, idx) + scale * noise
 
     def prior_index(self, n_batch: int, n_extra: int) -> Tensor:
-        """Indices into ``[batch; extra]`` of the prior points: half batch, half extra."""
+        """Indices into ``[batch; extra]`` of the prior points: half batch, half extra.
+
+        Cached per ``(n_batch, n_extra, device)``: built from a Python list, the tensor is a
+        host-to-device copy, which on CUDA waits for the device's queue (a sync per step)."""
+        key = (n_batch, n_extra, str(self.device))
+        cache = self.__dict__.setdefault("_prior_index_cache", {})
+        if key not in cache:
+            cache[key] = self._build_prior_index(n_batch, n_extra)
+        return cache[key]
+
+    def _build_prior_index(self, n_batch: int, n_extra: int) -> Tensor:
         total = n_batch + n_extra
         p = min(self.prior_points, total)
         from_extra = min(n_extra, p // 2) if n_extra else 0
