@@ -77,3 +77,53 @@ def test_bench_runs_on_cuda():
 
     result = run_bench("boston", ["mfvi", "ensemble"], rounds=1, steps=3, act_calls=20, device="cuda")
     assert result["device"].startswith("cuda") and all_finite_positive(result)
+
+
+GRAPH_SAFE = ["mfvi", "bb-alpha", "map", "ensemble", "bootstrap"]
+
+
+def _regression(n=256):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, generator=g)
+    y = torch.cat([torch.sin(2 * x[:, :1]), x[:, 1:2] * x[:, 2:]], 1) + 0.1 * torch.randn(n, 2, generator=g)
+    return x, y
+
+
+@pytest.mark.parametrize("name", GRAPH_SAFE)
+def test_a_cuda_graph_fit_captures_its_step_and_trains_like_an_eager_fit(name):
+    import warnings
+
+    x, y = _regression()
+    eager_post, graphed_post, again_post = _make(name), _make(name), _make(name)
+    eager = eager_post.fit(x, y, steps=300, batch_size=64, cuda_graph=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a failed capture warns: fail instead
+        graphed = graphed_post.fit(x, y, steps=300, batch_size=64, cuda_graph=True)
+        again = again_post.fit(x, y, steps=300, batch_size=64, cuda_graph=True)
+        refit = graphed_post.fit(x, y, steps=50, batch_size=64, cuda_graph=True)  # warm refit: a new capture
+    assert getattr(graphed_post, "_cuda_graph_failure", None) is None
+    assert torch.isfinite(torch.as_tensor(graphed.losses)).all() and torch.isfinite(torch.as_tensor(refit.losses)).all()
+    assert torch.equal(torch.as_tensor(graphed.losses), torch.as_tensor(again.losses))  # reproducible
+    if name in ("map", "ensemble", "bootstrap"):
+        # nothing random inside these steps: the replayed steps are the eager steps
+        torch.testing.assert_close(torch.as_tensor(graphed.losses), torch.as_tensor(eager.losses),
+                                   rtol=1e-4, atol=1e-5)
+    late_graphed, late_eager = float(graphed.losses[-100:].mean()), float(eager.losses[-100:].mean())
+    assert late_graphed < float(graphed.losses[:10].mean())  # it learned
+    assert abs(late_graphed - late_eager) <= 0.1 * abs(late_eager) + 0.05
+    pred = graphed_post.predict(x, n_samples=8)
+    assert bool(torch.isfinite(pred.mean).all())
+
+
+def test_cuda_graphs_from_the_environment_reach_the_bandit_agents(monkeypatch):
+    from uncertain_agents.posteriors.cuda_graphs import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, "1")
+    actions = []
+    for _ in range(2):
+        agent = make_agent("thompson", n_actions=5, context_dim=2, posterior="bootstrap", device="cuda", seed=0,
+                           train_every=20, train_steps=10)
+        frame = run_bandit(gym.make("envs:WheelBandit-v0", delta=0.5), agent, steps=60, seed=0)
+        assert getattr(agent.posterior, "_cuda_graph_captures", 0) >= 2  # refits at 20 and 40 decisions
+        actions.append(frame["action"].tolist())
+    assert actions[0] == actions[1]

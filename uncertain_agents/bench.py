@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from .allocator import freed_memory_kept
+from .posteriors.cuda_graphs import cuda_graphs_requested
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,8 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
         "device": str(dev), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
         # set by the posteriors' first fit (process-wide, so the plain reference runs under it too)
         "malloc_keeps_freed_memory": freed_memory_kept(),
+        # fits replay graph-safe steps from CUDA graphs (UNCERTAIN_AGENTS_CUDA_GRAPHS=1, CUDA only)
+        "cuda_graphs": dev.type == "cuda" and cuda_graphs_requested(None),
         "rounds": rounds, "steps": steps, "act_calls": act_calls,
         "predict": {"n_samples": PREDICT_SAMPLES, "n_inputs": PREDICT_INPUTS,
                     "reference": f"{PREDICT_SAMPLES} forward passes of the plain MLP"},

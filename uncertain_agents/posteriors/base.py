@@ -73,6 +73,10 @@ class Posterior(TrainingUnits, nn.Module):
     #: for options the user left at their defaults; applied by :meth:`use_bandit_defaults`.
     #: Empty for most methods: their defaults hold in every job.
     bandit_defaults: ClassVar[dict[str, object]] = {}
+    #: True when :meth:`training_step` is a fixed sequence of device work — no host reads of
+    #: device values, no Python branches on the step, fixed shapes for a fixed batch — so
+    #: ``fit(cuda_graph=True)`` may capture it once and replay it (:mod:`.cuda_graphs`).
+    graph_safe_step: ClassVar[bool] = False
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, device="cpu",
                  seed: int | None = None, prior_std: float | None = None,
@@ -229,7 +233,7 @@ class Posterior(TrainingUnits, nn.Module):
 
     # ------------------------------------------------------------------- fit
     def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,
-            progress: bool = False) -> FitResult:
+            progress: bool = False, cuda_graph: bool | None = None) -> FitResult:
         """Train (warm-started from the current state) for ``steps`` optimiser steps.
 
         Args:
@@ -242,6 +246,11 @@ class Posterior(TrainingUnits, nn.Module):
             batch_size: minibatch size (capped at N); batches sweep shuffled epochs.
             lr: Adam learning rate; ``None`` uses the method's default.
             progress: show a rich progress bar.
+            cuda_graph: on a CUDA posterior whose method declares a graph-safe step
+                (:attr:`graph_safe_step`), replay each phase's steps from a CUDA graph after a
+                few eager ones (:mod:`uncertain_agents.posteriors.cuda_graphs`; several times
+                faster on small networks); ``None`` follows the environment variable
+                ``UNCERTAIN_AGENTS_CUDA_GRAPHS`` (off unless set to 1).
 
         The first fit of a CPU posterior in a process lets glibc keep freed memory
         (:func:`uncertain_agents.allocator.keep_freed_memory`: no page faults on reused
@@ -259,7 +268,8 @@ class Posterior(TrainingUnits, nn.Module):
         maskf = None if mask is None else mask.to(xs.dtype)
         if self.device.type == "cpu":
             keep_freed_memory()
-        return run_training(self, xs, ys, maskf, steps=steps, batch_size=batch_size, lr=lr, progress=progress)
+        return run_training(self, xs, ys, maskf, steps=steps, batch_size=batch_size, lr=lr, progress=progress,
+                            cuda_graph=cuda_graph)
 
     # ---------------------------------------------------------------- sample
     @torch.no_grad()

@@ -1,0 +1,128 @@
+"""CUDA-graph training steps (posteriors/cuda_graphs.py): the switch, the fallbacks, and the
+training loop's use of a captured step — checked on the CPU with a stand-in for the graph
+that replays by calling the step again (the capture itself is checked in tests/test_cuda.py).
+"""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+import uncertain_agents as ua
+from uncertain_agents.posteriors import cuda_graphs, training
+from uncertain_agents.posteriors.cuda_graphs import ENV_VAR, WARMUP_STEPS, cuda_graphs_requested
+from uncertain_agents.registry import POSTERIORS
+
+
+def _data(n=96):
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 3, generator=g), torch.randn(n, 2, generator=g)
+
+
+def _make(name="mfvi", **kw):
+    return ua.make_posterior(name, in_dim=3, out_dim=2, hidden=(8,), seed=0, **kw)
+
+
+def test_switch_follows_the_argument_then_the_environment(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    assert cuda_graphs_requested(None) is False
+    assert cuda_graphs_requested(True) is True
+    monkeypatch.setenv(ENV_VAR, "1")
+    assert cuda_graphs_requested(None) is True
+    assert cuda_graphs_requested(False) is False
+    monkeypatch.setenv(ENV_VAR, "off")
+    assert cuda_graphs_requested(None) is False
+    with pytest.raises(TypeError, match="cuda_graph"):
+        cuda_graphs_requested("yes")
+
+
+def test_graph_safe_methods_are_declared():
+    safe = {name for name in ua.available_posteriors() if POSTERIORS.get(name).graph_safe_step}
+    assert {"mfvi", "bb-alpha", "map", "ensemble", "bootstrap"} <= safe
+    # f-SVGD's step decomposes its prior covariance (eigh reads an error flag on the host)
+    assert not POSTERIORS.get("fsvgd").graph_safe_step
+
+
+def test_requesting_graphs_on_a_cpu_posterior_warns_and_trains_exactly_as_eager(monkeypatch):
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    x, y = _data()
+    eager = _make().fit(x, y, steps=12, batch_size=16)
+    with pytest.warns(RuntimeWarning, match="CUDA posterior"):
+        asked = _make().fit(x, y, steps=12, batch_size=16, cuda_graph=True)
+    assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(asked.losses))
+    monkeypatch.setenv(ENV_VAR, "1")  # the environment variable applies where it can, silently
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = _make().fit(x, y, steps=12, batch_size=16)
+    assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(quiet.losses))
+
+
+class _ReplayByCalling:
+    """Stand-in for GraphedStep: 'replays' by calling the step on its own index buffer."""
+
+    captures: list[int] = []
+
+    def __init__(self, step, index_like, generator):
+        self.step, self.index = step, torch.empty_like(index_like)
+        _ReplayByCalling.captures.append(index_like.numel())
+
+    def __call__(self, index):
+        self.index.copy_(index)
+        return self.step(self.index)
+
+
+def _pretend_graphs_work(monkeypatch, graph_cls=_ReplayByCalling):
+    monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
+    monkeypatch.setattr(cuda_graphs, "GraphedStep", graph_cls)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "entry stream")
+    _ReplayByCalling.captures = []
+
+
+@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "bb-alpha"])
+def test_the_loop_with_a_captured_step_trains_exactly_as_eager(monkeypatch, name):
+    x, y = _data()
+    eager_post = _make(name)
+    eager = eager_post.fit(x, y, steps=20, batch_size=16)
+    eager_again = eager_post.fit(x, y, steps=7, batch_size=16)
+    _pretend_graphs_work(monkeypatch)
+    post = _make(name)
+    graphed = post.fit(x, y, steps=20, batch_size=16, cuda_graph=True)
+    graphed_again = post.fit(x, y, steps=7, batch_size=16, cuda_graph=True)
+    # one capture per fit (one phase each), after the warm-up steps, on full-size minibatches
+    assert _ReplayByCalling.captures == [16, 16]
+    assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(graphed.losses))
+    assert torch.equal(torch.as_tensor(eager_again.losses), torch.as_tensor(graphed_again.losses))
+    for (k, a), b in zip(eager_post.state_dict().items(), post.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
+    _pretend_graphs_work(monkeypatch)
+    x, y = _data()
+    _make().fit(x, y, steps=WARMUP_STEPS, batch_size=16, cuda_graph=True)
+    assert _ReplayByCalling.captures == []
+
+
+def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_on(monkeypatch):
+    class _FailingCapture:
+        def __init__(self, step, index_like, generator):
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
+    monkeypatch.setattr(cuda_graphs, "GraphedStep", _FailingCapture)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "entry stream")
+    restored = []
+    monkeypatch.setattr(torch.cuda, "set_stream", restored.append)
+    x, y = _data()
+    eager = _make().fit(x, y, steps=15, batch_size=16)
+    post = _make()
+    with pytest.warns(RuntimeWarning, match="capturing its training step in a CUDA graph failed"):
+        failed = post.fit(x, y, steps=15, batch_size=16, cuda_graph=True)
+    assert "not permitted" in post._cuda_graph_failure
+    assert restored == ["entry stream"]  # the stream current before the attempt is current again
+    assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(failed.losses))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second attempt, no second warning
+        post.fit(x, y, steps=15, batch_size=16, cuda_graph=True)
