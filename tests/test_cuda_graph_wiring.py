@@ -26,13 +26,15 @@ def _make(name="mfvi", **kw):
 
 def test_switch_follows_the_argument_then_the_environment(monkeypatch):
     monkeypatch.delenv(ENV_VAR, raising=False)
+    assert cuda_graphs_requested(None) is True  # on by default (where a fit can use it)
+    assert cuda_graphs_requested(False) is False
+    monkeypatch.setenv(ENV_VAR, "0")
     assert cuda_graphs_requested(None) is False
     assert cuda_graphs_requested(True) is True
-    monkeypatch.setenv(ENV_VAR, "1")
-    assert cuda_graphs_requested(None) is True
-    assert cuda_graphs_requested(False) is False
     monkeypatch.setenv(ENV_VAR, "off")
     assert cuda_graphs_requested(None) is False
+    monkeypatch.setenv(ENV_VAR, "1")
+    assert cuda_graphs_requested(None) is True
     with pytest.raises(TypeError, match="cuda_graph"):
         cuda_graphs_requested("yes")
 
@@ -51,7 +53,7 @@ def test_requesting_graphs_on_a_cpu_posterior_warns_and_trains_exactly_as_eager(
     with pytest.warns(RuntimeWarning, match="CUDA posterior"):
         asked = _make().fit(x, y, steps=12, batch_size=16, cuda_graph=True)
     assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(asked.losses))
-    monkeypatch.setenv(ENV_VAR, "1")  # the environment variable applies where it can, silently
+    monkeypatch.setenv(ENV_VAR, "1")  # the default applies where it can, silently
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         quiet = _make().fit(x, y, steps=12, batch_size=16)
@@ -116,7 +118,7 @@ def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_
     restored = []
     monkeypatch.setattr(torch.cuda, "set_stream", restored.append)
     x, y = _data()
-    eager = _make().fit(x, y, steps=15, batch_size=16)
+    eager = _make().fit(x, y, steps=15, batch_size=16, cuda_graph=False)
     post = _make()
     with pytest.warns(RuntimeWarning, match="capturing its training step in a CUDA graph failed"):
         failed = post.fit(x, y, steps=15, batch_size=16, cuda_graph=True)
@@ -126,3 +128,14 @@ def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second attempt, no second warning
         post.fit(x, y, steps=15, batch_size=16, cuda_graph=True)
+
+
+def test_graphs_are_the_default_where_they_apply_and_the_environment_turns_them_off(monkeypatch):
+    _pretend_graphs_work(monkeypatch)
+    x, y = _data()
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    _make().fit(x, y, steps=10, batch_size=16)
+    assert _ReplayByCalling.captures == [16]
+    monkeypatch.setenv(ENV_VAR, "0")
+    _make().fit(x, y, steps=10, batch_size=16)
+    assert _ReplayByCalling.captures == [16]  # no second capture

@@ -68,6 +68,30 @@ def test_direct_fused_adam_falls_back_where_the_direct_call_does_not_apply():
     assert float(opt.state[params[0]]["step"]) == 2.0
 
 
+def test_direct_fused_adam_skips_a_parameter_that_never_has_a_gradient_as_the_stock_step_does():
+    # a point estimate's unused likelihood noise: its None gradient must not push every step
+    # onto the stock path (which cannot be captured in a CUDA graph)
+    def run(factory):
+        params = _params(0)
+        opt = factory(params)
+        g = torch.Generator().manual_seed(1)
+        direct_steps = 0
+        for _ in range(6):
+            for p in params[:2]:
+                p.grad = torch.randn(p.shape, generator=g)
+            if isinstance(opt, DirectFusedAdam):
+                direct_steps += opt._direct_lists() is not None
+            opt.step()
+        return params, direct_steps, opt
+
+    stock, _, _ = run(lambda ps: torch.optim.Adam(ps, lr=3e-2, fused=True))
+    direct, direct_steps, opt = run(lambda ps: DirectFusedAdam(ps, lr=3e-2))
+    for a, b in zip(stock, direct):
+        assert torch.equal(a, b)
+    assert direct_steps == 5  # all but the first step (which creates the state)
+    assert direct[2] not in opt.state and float(opt.state[direct[0]]["step"]) == 6.0
+
+
 def test_make_adam_uses_the_direct_fused_optimizer_for_float_parameters():
     assert isinstance(make_adam(_params(0), lr=1e-3), DirectFusedAdam)
 

@@ -343,7 +343,7 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
         "device": str(dev), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
         # set by the posteriors' first fit (process-wide, so the plain reference runs under it too)
         "malloc_keeps_freed_memory": freed_memory_kept(),
-        # fits replay graph-safe steps from CUDA graphs (UNCERTAIN_AGENTS_CUDA_GRAPHS=1, CUDA only)
+        # fits replay graph-safe steps from CUDA graphs (CUDA only; off with UNCERTAIN_AGENTS_CUDA_GRAPHS=0)
         "cuda_graphs": dev.type == "cuda" and cuda_graphs_requested(None),
         "rounds": rounds, "steps": steps, "act_calls": act_calls,
         "predict": {"n_samples": PREDICT_SAMPLES, "n_inputs": PREDICT_INPUTS,

@@ -71,14 +71,15 @@ step mushroom_timing 60 python3 experiments/bandit_table.py --envs mushroom --st
   --only "thompson[fsvgd],thompson[bootstrap],thompson[mfvi]" --posteriors fsvgd,bootstrap,mfvi --out "$MUSH"
 cp "$MUSH/bandit_runs.csv" "$OUT/bandit_runs_mushroom.csv" 2>/dev/null
 
-# ---- CUDA-graph training steps (posteriors/cuda_graphs.py): tests, then the same measurements with
-# graphs on (UNCERTAIN_AGENTS_CUDA_GRAPHS=1) and off, on the same machine
+# ---- CUDA-graph training steps (posteriors/cuda_graphs.py, on by default on CUDA): tests, then the
+# same measurements with graphs on and off (UNCERTAIN_AGENTS_CUDA_GRAPHS=0), on the same machine
 GRAPHS="env UNCERTAIN_AGENTS_CUDA_GRAPHS=1"
+EAGER="env UNCERTAIN_AGENTS_CUDA_GRAPHS=0"
 GRAPH_POSTERIORS="mfvi bb-alpha bootstrap ensemble:n_members=20 map fsvgd"
 step graph_tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_graph_wiring.py
 step bench_graphs 60 $GRAPHS python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit \
   --rounds "$ROUNDS" --steps "$((STEPS * 10 / 3))" --posteriors $GRAPH_POSTERIORS --out "$OUT/bench_cuda_graphs.json"
-step bench_eager 60 python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit \
+step bench_eager 60 $EAGER python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit \
   --rounds "$ROUNDS" --steps "$((STEPS * 10 / 3))" --posteriors $GRAPH_POSTERIORS --out "$OUT/bench_cuda_eager.json"
 GT=/tmp/gpu_session_graphs
 step bandit_graphs 80 $GRAPHS python3 experiments/bandit_table.py --envs wheel --steps "$DECISIONS" --trials 1 \

@@ -127,7 +127,8 @@ def run(args) -> int:
                   f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
                   f"({max(2, net.out_dim)} arms), {args.act_calls} calls; malloc keeps freed memory: "
                   f"{'yes' if result['malloc_keeps_freed_memory'] else 'no'} (uncertain_agents.allocator)"
-                  + ("; CUDA graphs: on (UNCERTAIN_AGENTS_CUDA_GRAPHS=1)" if result.get("cuda_graphs") else ""))
+                  + ("" if not result["device"].startswith("cuda") else
+                     f"; CUDA graphs: {'on' if result.get('cuda_graphs') else 'off'} (UNCERTAIN_AGENTS_CUDA_GRAPHS)"))
     if args.out is not None:
         atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
         console.print(f"wrote {args.out}")

@@ -75,7 +75,7 @@ class Posterior(TrainingUnits, nn.Module):
     bandit_defaults: ClassVar[dict[str, object]] = {}
     #: True when :meth:`training_step` is a fixed sequence of device work — no host reads of
     #: device values, no Python branches on the step, fixed shapes for a fixed batch — so
-    #: ``fit(cuda_graph=True)`` may capture it once and replay it (:mod:`.cuda_graphs`).
+    #: ``fit`` on CUDA captures it once per phase and replays it (:mod:`.cuda_graphs`).
     graph_safe_step: ClassVar[bool] = False
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, device="cpu",
@@ -249,8 +249,9 @@ class Posterior(TrainingUnits, nn.Module):
             cuda_graph: on a CUDA posterior whose method declares a graph-safe step
                 (:attr:`graph_safe_step`), replay each phase's steps from a CUDA graph after a
                 few eager ones (:mod:`uncertain_agents.posteriors.cuda_graphs`; several times
-                faster on small networks); ``None`` follows the environment variable
-                ``UNCERTAIN_AGENTS_CUDA_GRAPHS`` (off unless set to 1).
+                faster on small networks); ``None`` (default) does so unless the
+                environment variable ``UNCERTAIN_AGENTS_CUDA_GRAPHS=0`` is set; CPU posteriors
+                and other methods train eagerly either way.
 
         The first fit of a CPU posterior in a process lets glibc keep freed memory
         (:func:`uncertain_agents.allocator.keep_freed_memory`: no page faults on reused

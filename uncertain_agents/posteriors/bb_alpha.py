@@ -22,7 +22,7 @@ from .mean_field import MeanFieldGaussian
 @register("bb-alpha", "bbalpha", "bb_alpha")
 class BlackBoxAlpha(MeanFieldGaussian):
     name = "bb-alpha"
-    graph_safe_step = True  # fit(cuda_graph=True) may capture its step (posteriors/cuda_graphs.py)
+    graph_safe_step = True  # fit on CUDA replays its step from a graph (posteriors/cuda_graphs.py)
 
     def __init__(self, spec, likelihood="gaussian", *, alpha: float = 0.5, train_samples: int = 10, **kwargs):
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not abs(alpha) < float("inf"):

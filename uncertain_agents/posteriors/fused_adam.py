@@ -6,8 +6,9 @@ it went to the bookkeeping around the fused kernel in ``torch.optim.Adam.step`` 
 kernel itself takes about 20 µs for the 44k parameters of ``mfvi`` on the bandit network).
 This subclass keeps the optimiser, its state and its ``state_dict`` exactly those of
 ``torch.optim.Adam(fused=True)`` and, for the case the library uses (one parameter group,
-no closure, no AMSGrad / weight decay / maximise, a float learning rate, every parameter
-with a gradient on one device and dtype, state already created), makes the same two calls
+no closure, no AMSGrad / weight decay / maximise, a float learning rate, the parameters
+with a gradient on one device and dtype with their state already created; those without a
+gradient are skipped, as the stock step skips them), makes the same two calls
 the stock step ends in: ``torch._foreach_add_`` on the step counts and ``torch._fused_adam_``.
 Anything else (including the first step, which creates the state) goes through
 ``torch.optim.Adam.step``. The update is bit-identical to the stock optimiser's
@@ -37,9 +38,11 @@ class DirectFusedAdam(torch.optim.Adam):
                 or isinstance(group["betas"][1], Tensor) or getattr(self, "grad_scale", None) is not None
                 or getattr(self, "found_inf", None) is not None):
             return None
-        params = group["params"]
+        # parameters without a gradient are skipped, as the stock step skips them (a point
+        # estimate's unused likelihood noise, for instance)
+        params = [p for p in group["params"] if p.grad is not None]
         grads = [p.grad for p in params]
-        if any(g is None or g.is_sparse for g in grads):
+        if not params or any(g.is_sparse for g in grads):
             return None
         device, dtype = params[0].device, params[0].dtype
         if any(p.device != device or p.dtype != dtype or p.is_complex() for p in params):

@@ -21,7 +21,7 @@ from .mean_field import MeanFieldGaussian
 @register("mfvi", "vi", "bbb")
 class MeanFieldVI(MeanFieldGaussian):
     name = "mfvi"
-    graph_safe_step = True  # fit(cuda_graph=True) may capture its step (posteriors/cuda_graphs.py)
+    graph_safe_step = True  # fit on CUDA replays its step from a graph (posteriors/cuda_graphs.py)
 
     def local_reparam_forward(self, x: Tensor, k: int, generator: torch.Generator,
                               variances: Tensor | None = None) -> Tensor:

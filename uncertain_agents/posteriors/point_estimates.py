@@ -34,7 +34,7 @@ class PointEstimates(Posterior):
     """
 
     name = "point-estimates"
-    graph_safe_step = True  # fit(cuda_graph=True) may capture its step (posteriors/cuda_graphs.py)
+    graph_safe_step = True  # fit on CUDA replays its step from a graph (posteriors/cuda_graphs.py)
     default_members: int = 5
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_members: int | None = None,

@@ -344,7 +344,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
         mask: ``[N, out]`` / ``[N]`` float mask or None.
         cuda_graph: replay each phase's steps from a CUDA graph after
             :data:`~.cuda_graphs.WARMUP_STEPS` eager ones (:mod:`.cuda_graphs`); ``None``
-            follows ``UNCERTAIN_AGENTS_CUDA_GRAPHS``.
+            follows ``UNCERTAIN_AGENTS_CUDA_GRAPHS`` (on unless it is 0).
     """
     n = xs.shape[0]
     post.prepare_data(n)
