@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Run THERE (the device machine), from the repository root: every GPU item of issues 14 and 9
-# that fits one call, in about 8 minutes at most. Prepare first with experiments/gpu/prepare.sh,
-# then (docs/speed.md, "GPU"):
+# Run THERE (the device machine), from the repository root. Prepare first with
+# experiments/gpu/prepare.sh, then (docs/speed.md, "GPU"), e.g.
 #
-#   run(command="bash experiments/gpu/session.sh", carry=[".whl", ".gpu_data"], timeout_s=560)
+#   run(command="GPU_SESSION_STEPS='environment graph_recheck full_trial concurrency_small' \
+#       bash experiments/gpu/session.sh", carry=[".whl", ".gpu_data"], timeout_s=560)
 #
-# Each step has its own time limit and the next one runs whatever happened; everything lands
-# in $OUT (at most 8 files come back): session.log (all output and a summary line per step),
-# bench_cuda_bandit.json, gpu_projection_cuda.json, bandit_runs.csv and bandit_table.md of a
-# timed 1,000-decision run of the fsvgd-paper preset on the wheel.
-# Without $OUT (a dry run anywhere) it writes to experiments/results/gpu_session;
+# Steps (each with its own time limit; the next one runs whatever happened), by group:
+#   session 17's calls 1-3: environment cuda_tests bench projection concurrency sync_probe graph_probe
+#     bandit_timing mushroom_timing;
+#   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
+#   not run yet: graph_recheck full_trial concurrency_small.
+# GPU_SESSION_STEPS="a b" runs only those (default: all, far more than one call's 10 minutes).
+# Everything lands in $OUT: session.log (all output and a summary line per step) and each step's
+# JSON / CSV. Without $OUT (a dry run anywhere) it writes to experiments/results/gpu_session;
 # GPU_SESSION_DEVICE=cpu GPU_SESSION_QUICK=1 runs the same steps, small, on a CPU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +41,7 @@ step() {  # step NAME LIMIT_SECONDS COMMAND...
   echo "----- $name: rc=$rc, $((SECONDS - start)) s" | tee -a "$LOG"
 }
 
-if [ "$QUICK" = 1 ]; then ROUNDS=1; STEPS=3; DECISIONS=60; MUSHROOM_DECISIONS=30; else ROUNDS=3; STEPS=30; DECISIONS=1000; MUSHROOM_DECISIONS=300; fi
+if [ "$QUICK" = 1 ]; then ROUNDS=1; STEPS=3; DECISIONS=60; MUSHROOM_DECISIONS=30; FULL_DECISIONS=60; else ROUNDS=3; STEPS=30; DECISIONS=1000; MUSHROOM_DECISIONS=300; FULL_DECISIONS=50000; fi
 
 step environment 30 bash -c "nvidia-smi -L 2>/dev/null; python3 -c 'import torch, sys; print(sys.version); \
 print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())'; nproc"
@@ -89,3 +92,16 @@ cp "$GT/bandit_runs.csv" "$OUT/bandit_runs_graphs.csv" 2>/dev/null
 step concurrency_graphs 60 $GRAPHS python3 experiments/gpu_concurrency.py --device "$DEVICE" \
   --configs "${GPU_SESSION_GRAPH_CONFIGS:-bootstrap:1,mfvi:1,mixed:15}" --steps "$((STEPS * 20))" \
   --out "$OUT/gpu_concurrency_graphs.json"
+
+# ---- for the next session with a GPU (none of these has run yet): the point estimates' capture
+# (fixed after session 17's call 4), one whole 50,000-decision trial of the preset with graphs
+# (bootstrap and mfvi, about 1.5-3 minutes each, projected), and how few processes share the device
+step graph_recheck 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "graph"
+FT=/tmp/gpu_session_full_trial
+step full_trial 300 python3 experiments/bandit_table.py --envs wheel --steps "$FULL_DECISIONS" --trials 1 \
+  --protocol fsvgd-paper --device "$DEVICE" --workers 2 \
+  --only "thompson[bootstrap],thompson[mfvi]" --posteriors bootstrap,mfvi --out "$FT"
+cp "$FT/bandit_runs.csv" "$OUT/bandit_runs_full_trial.csv" 2>/dev/null
+step concurrency_small 90 python3 experiments/gpu_concurrency.py --device "$DEVICE" \
+  --configs bootstrap:1,bootstrap:2,bootstrap:4,mixed:3 --steps "$((STEPS * 20))" \
+  --out "$OUT/gpu_concurrency_small.json"
