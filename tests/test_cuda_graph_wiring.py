@@ -139,3 +139,31 @@ def test_graphs_are_the_default_where_they_apply_and_the_environment_turns_them_
     monkeypatch.setenv(ENV_VAR, "0")
     _make().fit(x, y, steps=10, batch_size=16)
     assert _ReplayByCalling.captures == [16]  # no second capture
+
+
+@pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "map", "ensemble", "bootstrap"])
+@pytest.mark.parametrize("likelihood,options", [("gaussian", {}), ("gaussian", {"noise_std": 0.1}),
+                                                ("categorical", {})])
+def test_every_step_of_a_graph_safe_method_after_the_first_takes_the_capturable_optimiser_path(
+        monkeypatch, name, likelihood, options):
+    # torch.optim's own Adam step refuses CUDA-graph capture unless built capturable; the direct
+    # fused call is capturable. Session 17's GPU run found the point estimates' steps on the stock
+    # path (an unused parameter without a gradient); this checks the path on the CPU.
+    from uncertain_agents.posteriors.fused_adam import DirectFusedAdam
+
+    paths = []
+    original = DirectFusedAdam.step
+
+    def recording_step(self, closure=None):
+        paths.append(self._direct_lists() is not None)
+        return original(self, closure)
+
+    monkeypatch.setattr(DirectFusedAdam, "step", recording_step)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g)
+    y = (x[:, 0] > 0).long() if likelihood == "categorical" else torch.randn(64, 2, generator=g)
+    post = ua.make_posterior(name, in_dim=3, out_dim=2, hidden=(8,), seed=0, likelihood=likelihood, **options)
+    post.fit(x, y, steps=6, batch_size=16)
+    n_groups = len(post.optimizer_set.optimizers)
+    assert len(paths) == 6 * n_groups
+    assert all(paths[n_groups:]), paths  # every step but the first (which creates the state)
