@@ -79,7 +79,8 @@ def test_bench_runs_on_cuda():
     assert result["device"].startswith("cuda") and all_finite_positive(result)
 
 
-GRAPH_SAFE = ["mfvi", "bb-alpha", "map", "ensemble", "bootstrap"]
+GRAPH_SAFE = [("mfvi", {}), ("bb-alpha", {}), ("map", {}), ("ensemble", {}), ("bootstrap", {}),
+              ("fsvgd", {"noise_std": 0.1}), ("svgd", {"noise_std": 0.1})]  # particles: staged steps
 
 
 def _regression(n=256):
@@ -89,12 +90,12 @@ def _regression(n=256):
     return x, y
 
 
-@pytest.mark.parametrize("name", GRAPH_SAFE)
-def test_a_cuda_graph_fit_captures_its_step_and_trains_like_an_eager_fit(name):
+@pytest.mark.parametrize("name,options", GRAPH_SAFE)
+def test_a_cuda_graph_fit_captures_its_step_and_trains_like_an_eager_fit(name, options):
     import warnings
 
     x, y = _regression()
-    eager_post, graphed_post, again_post = _make(name), _make(name), _make(name)
+    eager_post, graphed_post, again_post = _make(name, **options), _make(name, **options), _make(name, **options)
     eager = eager_post.fit(x, y, steps=300, batch_size=64, cuda_graph=False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # a failed capture warns: fail instead
@@ -102,6 +103,7 @@ def test_a_cuda_graph_fit_captures_its_step_and_trains_like_an_eager_fit(name):
         again = again_post.fit(x, y, steps=300, batch_size=64, cuda_graph=True)
         refit = graphed_post.fit(x, y, steps=50, batch_size=64, cuda_graph=True)  # warm refit: a new capture
     assert getattr(graphed_post, "_cuda_graph_failure", None) is None
+    assert graphed_post._cuda_graph_captures == 2  # the fit and the refit
     assert torch.isfinite(torch.as_tensor(graphed.losses)).all() and torch.isfinite(torch.as_tensor(refit.losses)).all()
     assert torch.equal(torch.as_tensor(graphed.losses), torch.as_tensor(again.losses))  # reproducible
     if name in ("map", "ensemble", "bootstrap"):

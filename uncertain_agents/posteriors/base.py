@@ -132,6 +132,13 @@ class Posterior(TrainingUnits, nn.Module):
         under ``"loss"`` (default: one step of group ``"main"`` on :meth:`loss`)."""
         return {MAIN_LOSS: ctx.minimize(self.loss(batch, ctx.generator), "main")}
 
+    #: A staged form of :meth:`training_step` for CUDA-graph capture, or None: a method whose
+    #: step needs an operation that cannot be captured (one that reads a value on the host)
+    #: writes its step as a generator that yields that operation as an
+    #: :class:`~.cuda_graphs.EagerStage` and returns the named losses; its ``training_step`` is
+    #: then ``run_stages_eagerly(self.training_stages(batch, ctx))`` (f-SVGD's prior ``eigh``).
+    training_stages = None
+
     def start_phase(self, phase: Phase, ctx: TrainingContext) -> None:
         """Called at the start of every phase of every fit (``ctx.refit`` tells a warm
         refit); a ``"restart"`` phase rebuilds its state here."""

@@ -23,9 +23,11 @@ ended with the same regret; floating-point results may differ in the last bits).
 """
 from __future__ import annotations
 
+import inspect
 import os
 import warnings
-from typing import TYPE_CHECKING, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Generator
 
 import torch
 from torch import Tensor
@@ -60,38 +62,99 @@ def graph_unavailable_reason(post: "Posterior") -> str | None:
     return None
 
 
+@dataclass
+class EagerStage:
+    """A piece of a staged training step that runs outside the graph, between two captured
+    segments: ``fn(*inputs)`` returns one tensor, which the next segment reads (a host-side
+    check such as ``torch.linalg.eigh``'s cannot be captured). ``inputs`` are tensors the
+    previous segment computed."""
+
+    fn: Callable[..., Tensor]
+    inputs: tuple
+
+
+def run_stages_eagerly(stages: Generator) -> dict[str, Tensor]:
+    """Drive a staged step (a generator yielding :class:`EagerStage` s and returning the named
+    losses) without graphs: each stage runs where it is yielded, so the operations and their
+    order are those of the unstaged step."""
+    value = None
+    while True:
+        try:
+            request = stages.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value = request.fn(*request.inputs)
+
+
+def _advance(stages: Generator, value: Tensor | None) -> tuple[EagerStage | None, dict | None]:
+    try:
+        return stages.send(value), None
+    except StopIteration as stop:
+        return None, stop.value
+
+
 class GraphedStep:
-    """One captured ``training_step`` on minibatches of a fixed size drawn from fixed data.
+    """One training step captured as CUDA-graph segments, for minibatches of a fixed size
+    drawn from fixed data; constructing it also runs the step once (on ``index_like``).
+
+    A plain step is one segment. A staged step (``step`` returns a generator, see
+    :func:`run_stages_eagerly`) is one segment per stretch between its :class:`EagerStage` s,
+    captured into one memory pool; a replay runs segment, stage, segment, ..., the stage's
+    result copied into the tensor the next segment was captured reading.
 
     Args:
-        step: ``step(index[B]) -> {name: scalar tensor}``, the eager step on the rows
-            ``index`` (it gathers them itself, so the gather is captured too).
+        step: ``step(index[B])`` -> ``{name: scalar tensor}`` or a staged generator; the eager
+            step on the rows ``index`` (it gathers them itself, so the gather is captured too).
         index_like: ``[B]`` a minibatch index of the size every replay will use.
-        generator: the posterior's generator on the device (registered with the graph, so
-            every replay draws fresh numbers from it).
+        generator: the posterior's generator on the device (registered with every segment, so
+            every replay draws fresh numbers from it, at the offsets an eager step would use).
     """
 
-    def __init__(self, step: Callable[[Tensor], dict[str, Tensor]], index_like: Tensor,
+    def __init__(self, step: Callable[[Tensor], dict[str, Tensor] | Generator], index_like: Tensor,
                  generator: torch.Generator):
         self.index = torch.empty_like(index_like)
         self.index.copy_(index_like)
-        self.graph = torch.cuda.CUDAGraph()
-        self.graph.register_generator_state(generator)  # before the capture begins
+        self.segments: list[tuple[torch.cuda.CUDAGraph, EagerStage | None, Tensor | None]] = []
+        pool = torch.cuda.graph_pool_handle()
         torch.cuda.synchronize(index_like.device)  # the eager warm-up steps have finished
-        with torch.cuda.graph(self.graph):
-            self.outputs = step(self.index)
+        stages, value, outputs = None, None, None
+        while True:
+            graph = torch.cuda.CUDAGraph()
+            graph.register_generator_state(generator)  # before the capture begins
+            with torch.cuda.graph(graph, pool=pool):
+                if stages is None:
+                    first = step(self.index)
+                    if inspect.isgenerator(first):
+                        stages = first
+                        request, outputs = _advance(stages, None)
+                    else:
+                        request, outputs = None, first
+                else:
+                    request, outputs = _advance(stages, value)
+            graph.replay()  # a capture records without running: run this segment of the step now
+            if request is None:
+                self.segments.append((graph, None, None))
+                break
+            value = request.fn(*request.inputs)  # eagerly, on the values the segment computed
+            self.segments.append((graph, request, value))
+        self.outputs = outputs
 
     def __call__(self, index: Tensor) -> dict[str, Tensor]:
         """Run the captured step on the rows ``index[B]``; returns its (reused) outputs."""
         self.index.copy_(index)
-        self.graph.replay()
+        for graph, request, value in self.segments:
+            graph.replay()
+            if request is not None:
+                value.copy_(request.fn(*request.inputs))
         return self.outputs
 
 
-def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor]], index: Tensor,
+def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor] | Generator], index: Tensor,
                 generator: torch.Generator) -> GraphedStep | None:
-    """A :class:`GraphedStep`, or None (with a warning, once per posterior) if capture fails;
-    the posterior then trains eagerly for the rest of its life."""
+    """A :class:`GraphedStep` (which has run this step: its ``outputs``), or None (with a
+    warning, once per posterior) if capture fails; the posterior then trains eagerly for the
+    rest of its life (a staged step may have run its first segments: the caller reruns the
+    step eagerly, which only draws again)."""
     entry_stream = torch.cuda.current_stream(post.device)
     try:
         graphed = GraphedStep(step, index, generator)

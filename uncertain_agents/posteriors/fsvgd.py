@@ -40,7 +40,8 @@ from ..network import MLPSpec
 from ..registry import register
 from ..validation import check_positive_float, check_positive_int
 from .base import Batch
-from .function_prior import (GaussianFunctionPrior, fit_function_prior, layer_prior_stds,
+from .cuda_graphs import EagerStage, run_stages_eagerly
+from .function_prior import (GaussianFunctionPrior, clipped_precision, layer_prior_stds, moment_match,
                              prior_function_draws)
 from .particle_rules import particle_direction
 from .particles import ParticlePosterior
@@ -110,12 +111,18 @@ class FunctionSpaceSVGD(ParticlePosterior):
 
     def function_prior(self, x: Tensor, generator: torch.Generator) -> GaussianFunctionPrior:
         """Moment-matched Gaussian of fresh prior functions at ``x[P, d]`` over ``[P·out]`` values."""
+        mean, cov = self.function_prior_moments(x, generator)
+        return GaussianFunctionPrior(mean, clipped_precision(cov, self.prior_eig_floor))
+
+    def function_prior_moments(self, x: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """Float64 ``mean[P·out]`` and covariance ``[P·out, P·out]`` of fresh prior functions at
+        ``x[P, d]`` (:func:`~.function_prior.moment_match`; the precision is the caller's)."""
         with torch.no_grad():
             draws = prior_function_draws(self.spec, self.prior_std, x, self.prior_draws, generator,
                                          self._layer_stds)
             if self.kind == "categorical":
                 draws = F.log_softmax(draws, dim=-1)
-        return fit_function_prior(draws.reshape(self.prior_draws, -1), self.prior_eig_floor)
+            return moment_match(draws.reshape(self.prior_draws, -1))
 
     def extra_points(self, batch: Batch, generator: torch.Generator) -> Tensor:
         """``[B', d]`` random training inputs plus Gaussian noise (training units)."""
@@ -163,10 +170,18 @@ class FunctionSpaceSVGD(ParticlePosterior):
 
     # ------------------------------------------------------------- update
     def _direction(self, batch: Batch, generator: torch.Generator):
+        return run_stages_eagerly(self._direction_stages(batch, generator))
+
+    def _direction_stages(self, batch: Batch, generator: torch.Generator):
+        """The direction, with the prior's eigen-clipped precision as an eager stage:
+        ``torch.linalg.eigh`` reads its error flag on the host, so it cannot be captured in a
+        CUDA graph (:mod:`.cuda_graphs`); the rest of the step can."""
         x_extra = self.extra_points(batch, generator)
         x_all = torch.cat([batch.x, x_extra])
         prior_idx = self.prior_index(batch.x.shape[0], x_extra.shape[0])
-        prior = self.function_prior(x_all[prior_idx], generator)
+        mean, cov = self.function_prior_moments(x_all[prior_idx], generator)
+        precision = yield EagerStage(clipped_precision, (cov, self.prior_eig_floor))
+        prior = GaussianFunctionPrior(mean, precision)
         with torch.enable_grad():
             f = self.function_values(self.particles, x_all)
             f_leaf = f.detach().requires_grad_(True)

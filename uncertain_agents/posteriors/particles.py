@@ -6,7 +6,8 @@ units), fitted by a separate MAP step under an inverse-gamma prior on the noise 
 fixed by ``noise_std``. A posterior sample is a particle drawn uniformly with replacement.
 By default the noise is fitted on a 10% hold-out of the rows (``noise_holdout``).
 
-Subclasses implement :meth:`ParticlePosterior._direction`, the ascent direction of their
+Subclasses implement :meth:`ParticlePosterior._direction` (or its staged form
+:meth:`ParticlePosterior._direction_stages`), the ascent direction of their
 particle rule; the update is then one Adam step on ``-direction / N`` (per data point,
 like every other method's loss).
 """
@@ -23,6 +24,7 @@ from ..network import MLPSpec
 from ..predictive import Predictive
 from ..validation import check_positive_float, check_positive_int
 from .base import Batch, OptimizerGroup, Posterior, TrainingContext
+from .cuda_graphs import run_stages_eagerly
 from .particle_rules import check_rule
 
 
@@ -190,6 +192,17 @@ class ParticlePosterior(Posterior):
         """
         raise NotImplementedError
 
+    def _direction_stages(self, batch: Batch, generator: torch.Generator):
+        """:meth:`_direction` as a staged generator (default: no eager stage)."""
+        return self._direction(batch, generator)
+        yield  # pragma: no cover — makes this a generator
+
+    @property
+    def graph_safe_step(self) -> bool:
+        """The step can be captured (:mod:`.cuda_graphs`) unless a learned noise fits on held-out
+        rows (their count in a minibatch is read on the host)."""
+        return not (self.learn_noise and self.noise_holdout > 0)
+
     def _noise_objective_and_grad(self, batch: Batch, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """The noise MAP objective (log-likelihood + log InvGamma; detached scalar) and its
         gradient ``[n, out]`` in ``log_noise``."""
@@ -205,7 +218,13 @@ class ParticlePosterior(Posterior):
         Named losses: ``loss`` (minus the mean log target per data point) and, with a
         learned noise, ``noise`` (minus its MAP objective per data point).
         """
-        direction, log_target = self._direction(batch, ctx.generator)
+        return run_stages_eagerly(self.training_stages(batch, ctx))
+
+    def training_stages(self, batch: Batch, ctx: TrainingContext):
+        """:meth:`training_step` as a staged generator (:mod:`.cuda_graphs`): the same
+        operations in the same order, with the direction's eager stages (f-SVGD's ``eigh``)
+        yielded to the caller."""
+        direction, log_target = yield from self._direction_stages(batch, ctx.generator)
         n_data = float(batch.n_data)
         noise_grad = noise_objective = None
         if self.learn_noise:  # both gradients are taken at the same (pre-step) state
