@@ -12,7 +12,11 @@ phase's remaining steps with a fresh minibatch index copied into its input buffe
 
 It applies to methods whose step is a fixed sequence of device work (no host reads of
 device values, no Python branches on the step number), declared by
-``Posterior.graph_safe_step = True``. It is on by default for those methods on CUDA (every
+``Posterior.graph_safe_step = True``. A step that needs one operation the graph cannot hold
+(f-SVGD's ``torch.linalg.eigh``, whose error flag is read on the host) is written as a staged
+generator (``Posterior.training_stages``) that yields that operation as an
+:class:`EagerStage`: it is captured as two segments with the operation run eagerly between
+their replays (one synchronisation per step instead of hundreds of launches). It is on by default for those methods on CUDA (every
 ``fit``, agents and experiment scripts included); ``fit(..., cuda_graph=False)`` or the
 environment variable ``UNCERTAIN_AGENTS_CUDA_GRAPHS=0`` turns it off. A capture that fails
 (an older torch that cannot capture the posterior's own generator, an operation that cannot
