@@ -1,4 +1,4 @@
-"""Training steps replayed from a CUDA graph (optional; CUDA only; falls back to eager steps).
+"""Training steps replayed from a CUDA graph (CUDA only, on by default; falls back to eager steps).
 
 A bandit refit trains a small network (117-100-100-2, batch 512) for 100–2,000 steps; on a
 GPU each step is a few hundred kernels too small to fill the device, so its time is the
@@ -16,8 +16,10 @@ device values, no Python branches on the step number), declared by
 (f-SVGD's ``torch.linalg.eigh``, whose error flag is read on the host) is written as a staged
 generator (``Posterior.training_stages``) that yields that operation as an
 :class:`EagerStage`: it is captured as two segments with the operation run eagerly between
-their replays (one synchronisation per step instead of hundreds of launches). It is on by default for those methods on CUDA (every
-``fit``, agents and experiment scripts included); ``fit(..., cuda_graph=False)`` or the
+their replays (one synchronisation per step instead of hundreds of launches).
+
+It is on by default for those methods on CUDA (every ``fit``, agents and experiment scripts
+included); ``fit(..., cuda_graph=False)`` or the
 environment variable ``UNCERTAIN_AGENTS_CUDA_GRAPHS=0`` turns it off. A capture that fails
 (an older torch that cannot capture the posterior's own generator, an operation that cannot
 be captured) is reported once as a warning and the fit goes on eagerly. A replayed step draws
@@ -70,8 +72,8 @@ def graph_unavailable_reason(post: "Posterior") -> str | None:
 class EagerStage:
     """A piece of a staged training step that runs outside the graph, between two captured
     segments: ``fn(*inputs)`` returns one tensor, which the next segment reads (a host-side
-    check such as ``torch.linalg.eigh``'s cannot be captured). ``inputs`` are tensors the
-    previous segment computed."""
+    check such as ``torch.linalg.eigh``'s cannot be captured). ``inputs`` are the tensors the
+    previous segment computed (and plain constants)."""
 
     fn: Callable[..., Tensor]
     inputs: tuple
