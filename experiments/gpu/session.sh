@@ -9,7 +9,10 @@
 #   session 17's calls 1-3: environment cuda_tests bench projection concurrency sync_probe graph_probe
 #     bandit_timing mushroom_timing;
 #   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
-#   not run yet: graph_recheck full_trial concurrency_small.
+#   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
+#     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
+# A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
+#   bench_graphs bench_eager full_trial concurrency_small".
 # GPU_SESSION_STEPS="a b" runs only those (default: all, far more than one call's 10 minutes).
 # Everything lands in $OUT: session.log (all output and a summary line per step) and each step's
 # JSON / CSV. Without $OUT (a dry run anywhere) it writes to experiments/results/gpu_session;
@@ -78,7 +81,7 @@ cp "$MUSH/bandit_runs.csv" "$OUT/bandit_runs_mushroom.csv" 2>/dev/null
 # same measurements with graphs on and off (UNCERTAIN_AGENTS_CUDA_GRAPHS=0), on the same machine
 GRAPHS="env UNCERTAIN_AGENTS_CUDA_GRAPHS=1"
 EAGER="env UNCERTAIN_AGENTS_CUDA_GRAPHS=0"
-GRAPH_POSTERIORS="mfvi bb-alpha bootstrap ensemble:n_members=20 map fsvgd"
+GRAPH_POSTERIORS="mfvi bb-alpha bootstrap ensemble:n_members=20 map fsvgd fsvgd:noise_std=0.1 svgd:noise_std=0.1"
 step graph_tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_cuda_graph_wiring.py
 step bench_graphs 60 $GRAPHS python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit \
   --rounds "$ROUNDS" --steps "$((STEPS * 10 / 3))" --posteriors $GRAPH_POSTERIORS --out "$OUT/bench_cuda_graphs.json"
@@ -99,8 +102,8 @@ step concurrency_graphs 60 $GRAPHS python3 experiments/gpu_concurrency.py --devi
 step graph_recheck 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "graph"
 FT=/tmp/gpu_session_full_trial
 step full_trial 300 python3 experiments/bandit_table.py --envs wheel --steps "$FULL_DECISIONS" --trials 1 \
-  --protocol fsvgd-paper --device "$DEVICE" --workers 2 \
-  --only "thompson[bootstrap],thompson[mfvi]" --posteriors bootstrap,mfvi --out "$FT"
+  --protocol fsvgd-paper --device "$DEVICE" --workers 3 \
+  --only "thompson[bootstrap],thompson[mfvi],thompson[fsvgd]" --posteriors bootstrap,mfvi,fsvgd --out "$FT"
 cp "$FT/bandit_runs.csv" "$OUT/bandit_runs_full_trial.csv" 2>/dev/null
 step concurrency_small 90 python3 experiments/gpu_concurrency.py --device "$DEVICE" \
   --configs bootstrap:1,bootstrap:2,bootstrap:4,mixed:3 --steps "$((STEPS * 20))" \
