@@ -50,12 +50,6 @@ def clipped_precision(cov: Tensor, floor: float) -> Tensor:
     return (evecs / evals.clamp_min(floor)) @ evecs.T
 
 
-def fit_function_prior(draws: Tensor, floor: float) -> GaussianFunctionPrior:
-    """Moment-matched Gaussian of ``draws[M, K]`` with eigenvalues clipped at ``floor``."""
-    mean, cov = moment_match(draws)
-    return GaussianFunctionPrior(mean, clipped_precision(cov, floor))
-
-
 def layer_prior_stds(spec: MLPSpec, prior_std: Tensor) -> list[tuple[float, float]] | None:
     """Per-layer ``(weight std, bias std)`` scalars if ``prior_std[D]`` is constant within
     every weight matrix and every bias vector, else ``None``."""
