@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 
-import uncertain_agents as ua
 from uncertain_agents.agents import get_protocol
 from uncertain_agents.runs import atomic_write_text, run_manifest
 
@@ -41,12 +40,12 @@ def _worker(name: str, device: str, steps: int, barrier, queue) -> None:
 
     torch.set_num_threads(1)
     protocol = get_protocol("fsvgd-paper")
-    method, *overrides = name.split("+")
-    options = {**protocol.posterior_options.get("*", {}), **protocol.posterior_options.get(method, {})}
-    for item in overrides:
+    method, *items = name.split("+")
+    overrides = {}
+    for item in items:
         key, _, value = item.partition("=")
-        options[key] = int(value) if value.lstrip("-").isdigit() else float(value)
-    post = ua.make_posterior(method, in_dim=117, out_dim=2, hidden=protocol.hidden, seed=0, device=device, **options)
+        overrides[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    post = gp.make(method, protocol, protocol.hidden, device, **overrides)
     x, y, mask = gp.batch(2 * protocol.batch_size, device)
     post.fit(x, y, mask=mask, steps=20, batch_size=protocol.batch_size)  # warm-up: allocations, kernels
     if device == "cuda":

@@ -45,8 +45,9 @@ def steps_per_trial(protocol, decisions: int = DECISIONS) -> int:
     return sum(steps_for_refit(protocol.train_steps, k) for k in range(refits))
 
 
-def make(name: str, protocol, hidden, device: str):
-    options = {**protocol.posterior_options.get("*", {}), **protocol.posterior_options.get(name, {})}
+def make(name: str, protocol, hidden, device: str, **overrides):
+    """``name`` built as the preset builds it on the bandit network (``overrides`` on top)."""
+    options = {**protocol.posterior_options.get("*", {}), **protocol.posterior_options.get(name, {}), **overrides}
     return ua.make_posterior(name, in_dim=117, out_dim=2, hidden=hidden, seed=0, device=device, **options)
 
 
