@@ -33,7 +33,7 @@ import torch
 import uncertain_agents as ua
 from uncertain_agents.runs import atomic_write_text, record_run
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
-from uncertain_agents.agents.experiment import make_env, plot_regret
+from uncertain_agents.agents.experiment import PARALLEL_MODES, StreamSlots, make_env, parallel_mode, plot_regret
 from uncertain_agents.datasets.mushroom import load_mushroom
 
 PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme et al. 2018)
@@ -59,16 +59,26 @@ def specs(posteriors: list[str]) -> list[tuple[str, str, str | None, dict]]:
 
 
 def run_one(env_name: str, label: str, agent_name: str, post: str | None, options: dict, trial: int,
-            seed: int, steps: int, delta: float, protocol: str, device: str = "cpu") -> tuple[dict, pd.DataFrame] | str:
-    """One trial of one agent (in a worker process): its CSV row and its regret curve."""
+            seed: int, steps: int, delta: float, protocol: str, device: str = "cpu",
+            log_every: int = 0) -> tuple[dict, pd.DataFrame] | str:
+    """One trial of one agent (in a worker process or thread): its CSV row and its regret curve;
+    ``log_every > 0`` prints the decisions done and the seconds taken every that many decisions."""
     torch.set_num_threads(1)
     data = load_mushroom() if env_name == "mushroom" else None
     env = make_env(env_name, steps=steps, delta=delta, mushroom_data=data)
     agent = make_agent(agent_name, n_actions=int(env.action_space.n), context_dim=env.observation_space.shape[0],
                        posterior=post, posterior_options=options, protocol=protocol, seed=seed, device=device)
     t0 = time.perf_counter()
+    done = [0]
+
+    def log(k: int) -> None:
+        done[0] += k
+        print(f"  {env_name} {label} trial {trial}: {done[0]} decisions, {time.perf_counter() - t0:.1f} s",
+              flush=True)
+
     try:
-        frame = run_bandit(env, agent, steps=steps, seed=seed)
+        frame = run_bandit(env, agent, steps=steps, seed=seed, progress=log if log_every > 0 else None,
+                           progress_every=max(1, log_every))
     except Exception as err:  # a diverging method must not stop the table
         return f"{env_name} {label} trial {trial}: FAILED {type(err).__name__}: {err}"
     row = {"env": env_name, "protocol": protocol, "label": label, "trial": trial, "seed": seed, "steps": steps,
@@ -81,7 +91,7 @@ def run_one(env_name: str, label: str, agent_name: str, post: str | None, option
 
 
 def main(argv=None) -> int:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", default="wheel,mushroom")
@@ -92,8 +102,13 @@ def main(argv=None) -> int:
     p.add_argument("--protocol", default="default", help="bandit protocol: default, showdown, fsvgd-paper")
     p.add_argument("--posteriors", default="all", help="comma-separated, or 'all' registered ones")
     p.add_argument("--only", default="", help="comma-separated labels to run (default: all)")
-    p.add_argument("--workers", type=int, default=1, help="runs in parallel (one process and thread each)")
+    p.add_argument("--workers", type=int, default=1, help="runs in parallel")
+    p.add_argument("--parallel", default="auto", choices=PARALLEL_MODES,
+                   help="how --workers runs side by side: processes (one torch thread each), threads (one "
+                        "process; on CUDA each run on its own stream), auto (threads on CUDA, else processes)")
     p.add_argument("--device", default="cpu", help="device of the posterior agents: cpu or cuda (default cpu)")
+    p.add_argument("--log-every", type=int, default=0,
+                   help="print every run's decisions done and seconds taken every N decisions (default: off)")
     p.add_argument("--out", type=Path, default=Path("experiments/results/bandit_table"))
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots from the CSVs")
     p.add_argument("--page", type=Path, default=None,
@@ -122,10 +137,19 @@ def main(argv=None) -> int:
                                        & (done["protocol"] == protocol)).any():
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
-                             args.delta, protocol, args.device))
-    # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+                             args.delta, protocol, args.device, args.log_every))
+    if parallel_mode(args.parallel, args.device) == "threads":
+        # one process: every run on its own CUDA stream (docs/speed.md, "GPU": streams of one
+        # context overlap on the device, processes time-slice it)
+        slots = StreamSlots(args.device, max(1, min(args.workers, len(todo))))
+        pool = ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="table-run")
+        futures = {pool.submit(slots.run, run_one, *task): task for task in todo}
+    else:
+        # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
+        pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn"))
         futures = {pool.submit(run_one, *task): task for task in todo}
+    t_start = time.perf_counter()
+    with pool:
         for fut in as_completed(futures):
             result = fut.result()
             if isinstance(result, str):
@@ -136,7 +160,11 @@ def main(argv=None) -> int:
             curve.to_csv(args.out / "curves.csv", mode="a", header=not (args.out / "curves.csv").is_file(),
                          index=False)
             print(f"{row['env']} {row['label']} trial {row['trial']}: regret {row['cumulative_regret']:.1f} "
-                  f"({row['seconds']:.1f} s)", flush=True)
+                  f"({row['seconds']:.1f} s; {time.perf_counter() - t_start:.1f} s since the start)", flush=True)
+    if todo:
+        print(f"{len(todo)} runs in {time.perf_counter() - t_start:.1f} s wall time "
+              f"({args.workers} at a time, {parallel_mode(args.parallel, args.device)}, device {args.device})",
+              flush=True)
     return report(args.out, args.steps, protocol, page=args.page)
 
 

@@ -81,16 +81,20 @@ def test_protocol_option_sets_network_and_is_recorded(tmp_path):
 
 
 def test_trials_in_worker_processes_give_the_same_steps(tmp_path):
-    """--workers 2 runs (agent, trial) runs in spawned processes; every run is seeded by its
-    trial, so the steps (all but the timing column) equal a one-by-one run, in the same order."""
+    """--workers 2 runs (agent, trial) runs in spawned processes (or threads, --parallel threads);
+    every run is seeded by its trial, so the steps (all but the timing column) equal a one-by-one
+    run, in the same order."""
     args = ["bandit", "wheel", "--agent", "thompson,linear", "--posterior", "mfvi", "--delta", "0.7",
             "--steps", "100", "--trials", "2", "--seed", "5", "--train-steps", "5", "--train-every", "40",
             "--hidden", "8"]
     assert main(args + ["--out", str(tmp_path / "serial")]) == 0
     assert main(args + ["--workers", "2", "--out", str(tmp_path / "parallel")]) == 0
+    assert main(args + ["--workers", "2", "--parallel", "threads", "--out", str(tmp_path / "threads")]) == 0
     serial = pd.read_csv(tmp_path / "serial" / "steps.csv").drop(columns="seconds")
     parallel = pd.read_csv(tmp_path / "parallel" / "steps.csv").drop(columns="seconds")
+    threads = pd.read_csv(tmp_path / "threads" / "steps.csv").drop(columns="seconds")
     pd.testing.assert_frame_equal(serial, parallel)
+    pd.testing.assert_frame_equal(serial, threads)
     assert main(args + ["--workers", "0", "--out", str(tmp_path / "bad")]) == 2
 
 

@@ -12,8 +12,8 @@ import torch
 
 import uncertain_agents as ua
 from uncertain_agents.posteriors import cuda_graphs, training
-from uncertain_agents.posteriors.cuda_graphs import (ENV_VAR, WARMUP_STEPS, cuda_graphs_requested,
-                                                     run_stages_eagerly)
+from uncertain_agents.posteriors.cuda_graphs import (ENV_VAR, REFIT_WARMUP_STEPS, WARMUP_STEPS,
+                                                     cuda_graphs_requested, run_stages_eagerly, warmup_steps)
 from uncertain_agents.registry import POSTERIORS
 
 
@@ -101,10 +101,23 @@ class _ReplayByCalling:
         return run_stages_eagerly(out) if inspect.isgenerator(out) else out
 
 
+class _StubStream:
+    """Stands for the CUDA stream current before a capture (CPU tests)."""
+
+    def __init__(self) -> None:
+        self.synchronized = 0
+
+    def synchronize(self) -> None:
+        self.synchronized += 1
+
+
+ENTRY_STREAM = _StubStream()
+
+
 def _pretend_graphs_work(monkeypatch, graph_cls=_ReplayByCalling):
     monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
     monkeypatch.setattr(cuda_graphs, "GraphedStep", graph_cls)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "entry stream")
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ENTRY_STREAM)
     _ReplayByCalling.captures = []
     _ReplayByCalling.staged = []
 
@@ -127,6 +140,21 @@ def test_the_loop_with_a_captured_step_trains_exactly_as_eager(monkeypatch, name
         assert torch.equal(a, b), k
 
 
+def test_refits_capture_after_one_warm_up_step_once_the_posterior_has_captured(monkeypatch):
+    """The first capture waits WARMUP_STEPS eager steps (lazy initialisation); later fits (bandit
+    refits) wait REFIT_WARMUP_STEPS, so a 100-step refit runs 99 steps from its graph."""
+    _pretend_graphs_work(monkeypatch)
+    x, y = _data()
+    post = _make()
+    assert warmup_steps(post) == WARMUP_STEPS
+    post.fit(x, y, steps=10, batch_size=16, cuda_graph=True)
+    assert len(_ReplayByCalling.staged) == 10 - WARMUP_STEPS
+    assert warmup_steps(post) == REFIT_WARMUP_STEPS < WARMUP_STEPS
+    post.fit(x, y, steps=10, batch_size=16, cuda_graph=True)
+    assert len(_ReplayByCalling.staged) == (10 - WARMUP_STEPS) + (10 - REFIT_WARMUP_STEPS)
+    assert warmup_steps(_make()) == WARMUP_STEPS  # a fresh posterior starts over
+
+
 def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
     _pretend_graphs_work(monkeypatch)
     x, y = _data()
@@ -141,8 +169,8 @@ def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_
 
     monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
     monkeypatch.setattr(cuda_graphs, "GraphedStep", _FailingCapture)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "entry stream")
+    entry = _StubStream()
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: entry)
     restored = []
     monkeypatch.setattr(torch.cuda, "set_stream", restored.append)
     x, y = _data()
@@ -151,7 +179,8 @@ def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_
     with pytest.warns(RuntimeWarning, match="capturing its training step in a CUDA graph failed"):
         failed = post.fit(x, y, steps=15, batch_size=16, cuda_graph=True)
     assert "not permitted" in post._cuda_graph_failure
-    assert restored == ["entry stream"]  # the stream current before the attempt is current again
+    # the stream current before the attempt is current again, and waited for (not the whole device)
+    assert restored == [entry] and entry.synchronized == 1
     assert torch.equal(torch.as_tensor(eager.losses), torch.as_tensor(failed.losses))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second attempt, no second warning

@@ -86,7 +86,7 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
                    delta: float = 0.95, data_dir=None, download: bool = True, protocol: str = "default",
                    hidden=None, train_every: int | None = None, train_steps=None, batch_size: int | None = None,
                    initial_pulls: int | None = None, lr: float | None = None, device="cpu", workers: int = 1,
-                   progress: Callable[[str, int], None] | None = None,
+                   parallel: str = "auto", progress: Callable[[str, int], None] | None = None,
                    on_run: Callable[[pd.DataFrame], None] | None = None,
                    completed: Callable[[str, int], pd.DataFrame | None] | None = None) -> pd.DataFrame:
     """Run every spec for ``trials`` trials; returns all steps with ``label, agent, posterior, trial, seed, seconds``.
@@ -94,9 +94,11 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     Agents are built by :func:`make_agent` under ``protocol``; settings left as ``None``
     come from the protocol.
 
-    ``workers > 1`` runs the (agent, trial) runs in that many worker processes (spawned,
-    one torch thread each); every run is seeded by its trial alone, so the steps are the
-    same as one by one (only ``seconds`` differs), returned in the same order.
+    ``workers > 1`` runs the (agent, trial) runs ``workers`` at a time, in worker processes
+    (spawned, one torch thread each) or in threads of this process (``parallel``, see
+    :data:`PARALLEL_MODES`; ``"auto"`` picks threads for a CUDA ``device``, processes
+    otherwise); every run is seeded by its trial alone and owns all its state, so the steps
+    are the same as one by one (only ``seconds`` differs), returned in the same order.
 
     ``progress(label, k)`` is called as steps complete (with ``workers > 1``: once per run,
     when it finishes); ``on_run(frame)`` after every run. ``completed(label, trial)`` may
@@ -104,6 +106,7 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     of running it again.
     """
     workers = check_positive_int(workers, "workers")
+    mode = parallel_mode(parallel, device)
     mushroom_data = None
     if resolve_env(env_name) == "mushroom":
         from ..datasets.mushroom import load_mushroom
@@ -134,6 +137,8 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
             label = specs[i].label
             tick = None if progress is None else (lambda k, label=label: progress(label, k))
             finish((trial, i), _run_one(specs[i], trial, seed + trial, tick=tick, **settings))
+    elif mode == "threads":
+        _run_in_threads(pending, specs, seed, workers, settings, finish, progress)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -157,6 +162,112 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     return pd.concat([frames[key] for key in sorted(frames)], ignore_index=True)
 
 
+#: How ``run_experiment`` runs its runs side by side (``workers > 1``):
+#: ``"processes"`` — spawned worker processes, one torch thread each (on a CPU: every run gets a
+#: core); ``"threads"`` — threads of this process, each run on its own CUDA stream when the device
+#: is a GPU (one CUDA context whose streams the device overlaps; processes would time-slice the
+#: device between their contexts, docs/speed.md "GPU"); ``"auto"`` — threads on CUDA, else processes.
+PARALLEL_MODES = ("auto", "processes", "threads")
+
+
+def parallel_mode(parallel: str, device) -> str:
+    """``"processes"`` or ``"threads"``: what ``parallel`` (one of :data:`PARALLEL_MODES`) means on ``device``."""
+    if parallel not in PARALLEL_MODES:
+        raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}, got {parallel!r}")
+    if parallel != "auto":
+        return parallel
+    import torch
+
+    return "threads" if torch.device(device).type == "cuda" else "processes"
+
+
+class RunsCancelled(RuntimeError):
+    """Raised inside a thread-run's progress callback once another run has failed (or Ctrl-C), so
+    every thread stops at its next progress report instead of finishing its run."""
+
+
+def _run_in_threads(pending: list[tuple[int, int]], specs: list[AgentSpec], seed: int, workers: int,
+                    settings: dict, finish: Callable, progress: Callable[[str, int], None] | None) -> None:
+    """The pending (trial, spec index) runs, ``workers`` at a time in threads (see :data:`PARALLEL_MODES`)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    stop = threading.Event()
+    lock = threading.Lock()  # progress callbacks and ``finish`` run one at a time
+
+    def one(trial: int, i: int) -> tuple[tuple[int, int], pd.DataFrame]:
+        label = specs[i].label
+
+        def tick(k: int) -> None:
+            if stop.is_set():
+                raise RunsCancelled("another run failed or was interrupted")
+            if progress is not None:
+                with lock:
+                    progress(label, k)
+
+        frame = _run_one(specs[i], trial, seed + trial, tick=tick, progress_every=50, **settings)
+        return (trial, i), frame
+
+    workers = min(workers, len(pending))
+    streams = StreamSlots(settings["device"], workers)
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="bandit-run")
+    try:
+        futures = [pool.submit(streams.run, one, trial, i) for trial, i in pending]
+        for future in as_completed(futures):
+            key, frame = future.result()
+            with lock:
+                finish(key, frame)
+    except BaseException:  # a failed run or Ctrl-C: the other threads stop at their next report
+        stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+#: At most this many runs share a CUDA device as threads: PyTorch hands out streams from a
+#: pool of 32 per device, and two runs must never share one (a run capturing a CUDA graph on
+#: its stream would record the other's work).
+MAX_CUDA_THREADS = 32
+
+
+class StreamSlots:
+    """``workers`` CUDA streams with distinct handles; ``run(fn, ...)`` runs ``fn`` on a free one,
+    held for the call (on a CPU device ``run`` simply calls ``fn``)."""
+
+    def __init__(self, device, workers: int):
+        import queue
+
+        import torch
+
+        self.device = torch.device(device)
+        self.free: queue.SimpleQueue = queue.SimpleQueue()
+        if self.device.type != "cuda":
+            return
+        if workers > MAX_CUDA_THREADS:
+            raise ValueError(f"workers must be at most {MAX_CUDA_THREADS} for runs in threads on CUDA "
+                             f"(one stream each), got {workers}")
+        streams = [torch.cuda.Stream(self.device) for _ in range(workers)]
+        if len({s.cuda_stream for s in streams}) != workers:
+            raise RuntimeError("could not get a distinct CUDA stream for every thread (another part of this "
+                               "process took streams from PyTorch's pool); use parallel='processes'")
+        for s in streams:
+            self.free.put(s)
+
+    def run(self, fn: Callable, *args):
+        import torch
+
+        if self.device.type != "cuda":
+            return fn(*args)
+        stream = self.free.get()
+        try:
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                return fn(*args)
+        finally:
+            stream.synchronize()
+            self.free.put(stream)
+
+
 def _worker_init() -> None:
     """Worker-process initializer: one torch thread per process (workers share the cores), and
     Ctrl-C is left to the parent, which stops the workers and keeps the finished runs."""
@@ -170,7 +281,7 @@ def _worker_init() -> None:
 
 def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, steps: int, delta: float,
              mushroom_data, protocol, hidden, train_every, train_steps, batch_size, initial_pulls, lr, device,
-             tick: Callable[[int], None] | None = None) -> pd.DataFrame:
+             tick: Callable[[int], None] | None = None, progress_every: int = 100) -> pd.DataFrame:
     """One agent for one trial: environment and agent seeded by ``trial_seed``."""
     env = make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data)
     agent = make_agent(spec.agent, n_actions=int(env.action_space.n),
@@ -179,7 +290,7 @@ def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, ste
                        train_every=train_every, train_steps=train_steps, batch_size=batch_size,
                        initial_pulls=initial_pulls, lr=lr, device=device, seed=trial_seed)
     t0 = time.perf_counter()
-    frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick)
+    frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick, progress_every=progress_every)
     frame.insert(0, "seed", trial_seed)
     frame.insert(0, "trial", trial)
     frame.insert(0, "posterior", spec.posterior or "")

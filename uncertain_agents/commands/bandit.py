@@ -67,8 +67,12 @@ def register(sub) -> None:
                    help="torch CPU threads (default 1: bandit refits are tiny, extra threads only contend; "
                         "at most the cores this process may use)")
     p.add_argument("--workers", type=int, default=1,
-                   help="run the trials in this many worker processes (one torch thread each; at most the "
-                        "cores this process may use); the results are the same as one by one")
+                   help="run this many (agent, trial) runs side by side (at most the cores this process may "
+                        "use); the results are the same as one by one")
+    p.add_argument("--parallel", default="auto", choices=["auto", "processes", "threads"],
+                   help="how --workers runs side by side: processes (spawned, one torch thread each), threads "
+                        "(one process; on CUDA every run on its own stream, which the GPU overlaps), auto "
+                        "(default: threads on CUDA, processes on a CPU)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
@@ -141,7 +145,7 @@ def run(args) -> int:
                                protocol=args.protocol, hidden=args.hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
                                batch_size=args.batch_size, initial_pulls=args.initial_pulls, lr=args.lr,
-                               device=args.device, workers=workers,
+                               device=args.device, workers=workers, parallel=args.parallel,
                                progress=tick,
                                on_run=lambda f: folder.save_frame(units[f["label"].iloc[0], int(f["trial"].iloc[0])], f),
                                completed=lambda label, trial: folder.load_frame(units[label, trial]))

@@ -45,6 +45,17 @@ ENV_VAR = "UNCERTAIN_AGENTS_CUDA_GRAPHS"
 #: Eager steps of a phase before its capture (lazy initialisation — the optimiser's state,
 #: cuBLAS workspaces, autograd's buffers — happens outside the graph).
 WARMUP_STEPS = 3
+#: Eager steps of a phase before its capture once the posterior has captured a step before (a
+#: bandit refit): the lazy initialisation is done, but a fit on new data may still build a cache
+#: keyed by its shapes (f-SVGD's prior-point index) on its first step, which must not happen
+#: inside a capture. One warm-up instead of three saves two eager steps of every 100-step refit.
+REFIT_WARMUP_STEPS = 1
+
+
+def warmup_steps(post: "Posterior") -> int:
+    """Eager steps before this phase's capture: :data:`WARMUP_STEPS` until the posterior's first
+    capture, :data:`REFIT_WARMUP_STEPS` after it."""
+    return REFIT_WARMUP_STEPS if getattr(post, "_cuda_graph_captures", 0) else WARMUP_STEPS
 
 
 def cuda_graphs_requested(value: bool | None) -> bool:
@@ -99,6 +110,14 @@ def _advance(stages: Generator, value: Tensor | None) -> tuple[EagerStage | None
         return None, stop.value
 
 
+def _end_failed_capture(graph: "torch.cuda.CUDAGraph") -> None:
+    """End a capture whose step raised (the step's error is the one reported)."""
+    try:
+        graph.capture_end()
+    except Exception:  # noqa: BLE001 — an invalidated capture fails to end; the step's error stands
+        pass
+
+
 class GraphedStep:
     """One training step captured as CUDA-graph segments, for minibatches of a fixed size
     drawn from fixed data; constructing it also runs the step once (on ``index_like``).
@@ -121,28 +140,43 @@ class GraphedStep:
         self.index = torch.empty_like(index_like)
         self.index.copy_(index_like)
         self.segments: list[tuple[torch.cuda.CUDAGraph, EagerStage | None, Tensor | None]] = []
+        device = index_like.device
         pool = torch.cuda.graph_pool_handle()
-        torch.cuda.synchronize(index_like.device)  # the eager warm-up steps have finished
+        # Capture in "thread_local" mode on this thread's stream, ordered after its own work only:
+        # other threads (runs side by side, agents/experiment.py, each on its own stream) keep
+        # launching, allocating and synchronising meanwhile. torch.cuda.graph would synchronise the
+        # whole device, empty the allocator's cache and capture on one stream shared by every
+        # thread. A capture cannot run on the default stream: from there it uses a side stream.
+        home = torch.cuda.current_stream(device)
+        side = torch.cuda.Stream(device) if home == torch.cuda.default_stream(device) else home
+        side.wait_stream(home)
         stages, value, outputs = None, None, None
-        while True:
-            graph = torch.cuda.CUDAGraph()
-            graph.register_generator_state(generator)  # before the capture begins
-            with torch.cuda.graph(graph, pool=pool):
-                if stages is None:
-                    first = step(self.index)
-                    if inspect.isgenerator(first):
-                        stages = first
-                        request, outputs = _advance(stages, None)
+        with torch.cuda.stream(side):
+            while True:
+                graph = torch.cuda.CUDAGraph()
+                graph.register_generator_state(generator)  # before the capture begins
+                graph.capture_begin(pool, capture_error_mode="thread_local")
+                try:
+                    if stages is None:
+                        first = step(self.index)
+                        if inspect.isgenerator(first):
+                            stages = first
+                            request, outputs = _advance(stages, None)
+                        else:
+                            request, outputs = None, first
                     else:
-                        request, outputs = None, first
-                else:
-                    request, outputs = _advance(stages, value)
-            graph.replay()  # a capture records without running: run this segment of the step now
-            if request is None:
-                self.segments.append((graph, None, None))
-                break
-            value = request.fn(*request.inputs)  # eagerly, on the values the segment computed
-            self.segments.append((graph, request, value))
+                        request, outputs = _advance(stages, value)
+                except BaseException:
+                    _end_failed_capture(graph)
+                    raise
+                graph.capture_end()
+                graph.replay()  # a capture records without running: run this segment of the step now
+                if request is None:
+                    self.segments.append((graph, None, None))
+                    break
+                value = request.fn(*request.inputs)  # eagerly, on the values the segment computed
+                self.segments.append((graph, request, value))
+        home.wait_stream(side)
         self.outputs = outputs
 
     def __call__(self, index: Tensor) -> dict[str, Tensor]:
@@ -168,10 +202,9 @@ def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor] | 
         return graphed
     except Exception as err:  # noqa: BLE001 — any capture failure means: train eagerly
         post._cuda_graph_failure = f"{type(err).__name__}: {err}"
-        # a capture that raised may leave its side stream current (torch restores it only
-        # when the capture ends cleanly)
+        # a capture that raised may leave its side stream current
         torch.cuda.set_stream(entry_stream)
-        torch.cuda.synchronize(post.device)
+        entry_stream.synchronize()
         warnings.warn(f"{post.name}: capturing its training step in a CUDA graph failed ({post._cuda_graph_failure}); "
                       f"training eagerly", RuntimeWarning, stacklevel=3)
         return None

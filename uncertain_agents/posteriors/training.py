@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from .cuda_graphs import WARMUP_STEPS, cuda_graphs_requested, graph_unavailable_reason, try_capture
+from .cuda_graphs import cuda_graphs_requested, graph_unavailable_reason, try_capture, warmup_steps
 from .fused_adam import DirectFusedAdam, direct_fused_adam_available
 from .progress import ProgressBar
 
@@ -343,7 +343,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
         xs: ``[N, in_dim]`` standardised inputs; ys: ``[N, out]`` or ``[N]`` targets;
         mask: ``[N, out]`` / ``[N]`` float mask or None.
         cuda_graph: replay each phase's steps from a CUDA graph after
-            :data:`~.cuda_graphs.WARMUP_STEPS` eager ones (:mod:`.cuda_graphs`); ``None``
+            a few eager ones (:func:`~.cuda_graphs.warmup_steps`, :mod:`.cuda_graphs`); ``None``
             follows ``UNCERTAIN_AGENTS_CUDA_GRAPHS`` (on unless it is 0).
     """
     n = xs.shape[0]
@@ -390,12 +390,13 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             ctx.phase, ctx.phase_steps = phase, count
             post.start_phase(phase, ctx)
             graphed = None  # one capture per phase (the data, N and the phase's state are fixed in it)
+            warmup = warmup_steps(post)
             for phase_step in range(count):
                 ctx.step, ctx.phase_step = step, phase_step
                 idx = stream.take(bs)
                 if graphed is not None:
                     named = graphed(idx)
-                elif graphs and phase_step >= WARMUP_STEPS:
+                elif graphs and phase_step >= warmup:
                     graphed = try_capture(post, lambda i: step_on(i, staged), idx, gen)
                     graphs = graphed is not None
                     named = graphed.outputs if graphed is not None else step_on(idx)
@@ -419,8 +420,8 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                     if bar is not None:
                         bar.update(step + 1, float(traces[MAIN_LOSS][step]))
                 step += 1
-            if post.device.type == "cuda":
-                torch.cuda.synchronize(post.device)
+            if post.device.type == "cuda":  # this thread's stream only (runs in threads share the device)
+                torch.cuda.current_stream(post.device).synchronize()
             phase_seconds[phase.name] = time.perf_counter() - phase_t0
     except TrainingDivergedError:
         _restore(post, snapshot, optimizers)
