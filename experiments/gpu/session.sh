@@ -9,6 +9,7 @@
 #   session 17's calls 1-3: environment cuda_tests bench projection concurrency sync_probe graph_probe
 #     bandit_timing mushroom_timing;
 #   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
+#   session 18: graph_threads refit_profile threads_alone threads_piece;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -108,3 +109,22 @@ cp "$FT/bandit_runs.csv" "$OUT/bandit_runs_full_trial.csv" 2>/dev/null
 step concurrency_small 90 python3 experiments/gpu_concurrency.py --device "$DEVICE" \
   --configs bootstrap:1,bootstrap:2,bootstrap:4,mixed:3 --steps "$((STEPS * 20))" \
   --out "$OUT/gpu_concurrency_small.json"
+
+# ---- session 18: runs side by side as threads of one process, one CUDA stream each
+# (agents/experiment.py parallel="threads"; bandit_table.py --parallel threads)
+step graph_threads 90 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "graph or thread"
+# host time of steady-state refits (100 steps each), per method, with its cProfile
+step refit_profile 60 python3 experiments/gpu_refit_profile.py --device "$DEVICE" --decisions "$((DECISIONS / 2))" \
+  --out "$OUT/refit_profile.json"
+# one trial of each method, three threads: the rate of a run with little contention
+TA=/tmp/gpu_session_threads_alone
+step threads_alone 60 python3 experiments/bandit_table.py --envs wheel --steps "$DECISIONS" --trials 1 \
+  --protocol fsvgd-paper --device "$DEVICE" --workers 3 --parallel threads --log-every 250 \
+  --only "thompson[bootstrap],thompson[mfvi],thompson[fsvgd]" --posteriors bootstrap,mfvi,fsvgd --out "$TA"
+cp "$TA/bandit_runs.csv" "$OUT/bandit_runs_threads_alone.csv" 2>/dev/null
+# ten trials of each method, thirty threads (what the 50,000-step table runs), first 2,000 decisions
+TP=/tmp/gpu_session_threads_piece
+step threads_piece 170 python3 experiments/bandit_table.py --envs wheel --steps "$((DECISIONS * 2))" --trials 10 \
+  --protocol fsvgd-paper --device "$DEVICE" --workers 30 --parallel threads --log-every 250 \
+  --only "thompson[bootstrap],thompson[mfvi],thompson[fsvgd]" --posteriors bootstrap,mfvi,fsvgd --out "$TP"
+cp "$TP/bandit_runs.csv" "$OUT/bandit_runs_threads_piece.csv" 2>/dev/null
