@@ -33,7 +33,8 @@ import torch
 import uncertain_agents as ua
 from uncertain_agents.runs import atomic_write_text, record_run
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
-from uncertain_agents.agents.experiment import PARALLEL_MODES, StreamSlots, make_env, parallel_mode, plot_regret
+from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, StreamSlots, make_env, parallel_mode,
+                                                plot_regret, run_thompson_trials, trials_batchable)
 from uncertain_agents.datasets.mushroom import load_mushroom
 
 PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme et al. 2018)
@@ -81,13 +82,64 @@ def run_one(env_name: str, label: str, agent_name: str, post: str | None, option
                            progress_every=max(1, log_every))
     except Exception as err:  # a diverging method must not stop the table
         return f"{env_name} {label} trial {trial}: FAILED {type(err).__name__}: {err}"
+    return row_and_curve(frame, env_name, protocol, label, trial, seed, steps, delta, time.perf_counter() - t0)
+
+
+def row_and_curve(frame: pd.DataFrame, env_name: str, protocol: str, label: str, trial: int, seed: int, steps: int,
+                  delta: float, seconds: float, parallel: str = "") -> tuple[dict, pd.DataFrame]:
+    """A run's CSV row and its regret curve (at most CURVE_POINTS points)."""
     row = {"env": env_name, "protocol": protocol, "label": label, "trial": trial, "seed": seed, "steps": steps,
            "delta": delta if env_name == "wheel" else np.nan,
            "cumulative_regret": frame["cumulative_regret"].iloc[-1],
-           "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": time.perf_counter() - t0}
+           "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": seconds,
+           "parallel": parallel}
     every = max(50, steps // CURVE_POINTS)  # a curve of at most CURVE_POINTS points per run
     curve = frame.loc[frame["step"] % every == 0, ["step", "cumulative_regret"]].round({"cumulative_regret": 3})
     return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
+
+
+def run_batched(env_name: str, label: str, post: str, options: dict, trials: list[int], seeds: list[int],
+                steps: int, delta: float, protocol: str, device: str = "cpu",
+                log_every: int = 0) -> list[tuple[dict, pd.DataFrame]] | str:
+    """The trials of one Thompson agent as one trial-batched model in lock step (``--parallel batched``):
+    a CSV row and a curve per trial; ``seconds`` is the group's wall time (all its trials at once)."""
+    torch.set_num_threads(1)
+    data = load_mushroom() if env_name == "mushroom" else None
+    t0 = time.perf_counter()
+    done = [0]
+
+    def log(k: int) -> None:
+        done[0] += k
+        print(f"  {env_name} {label} trials {trials[0]}-{trials[-1]} (batched): {done[0] // len(trials)} decisions, "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+    try:
+        frames = run_thompson_trials(post, options, seeds, env_name=env_name, steps=steps, delta=delta,
+                                     mushroom_data=data, protocol=protocol, device=device,
+                                     progress=log if log_every > 0 else None, progress_every=max(1, log_every))
+    except Exception as err:  # a diverging method must not stop the table
+        return f"{env_name} {label} trials {trials}: FAILED {type(err).__name__}: {err}"
+    seconds = time.perf_counter() - t0
+    return [row_and_curve(f, env_name, protocol, label, t, s, steps, delta, seconds, "batched")
+            for f, t, s in zip(frames, trials, seeds)]
+
+
+def write_run(out: Path, runs_path: Path, row: dict, curve: pd.DataFrame) -> None:
+    """Append a finished run to ``bandit_runs.csv`` and ``curves.csv`` (a column that an older file
+    lacks, such as ``parallel``, is added to it first)."""
+    if runs_path.is_file():
+        old = pd.read_csv(runs_path, nrows=0).columns.tolist()
+        if any(key not in old for key in row):
+            runs = pd.read_csv(runs_path)
+            for key in row:
+                if key not in runs:
+                    runs[key] = "" if key == "parallel" else np.nan
+            atomic_write_text(runs_path, runs.to_csv(index=False))
+            old = runs.columns.tolist()
+        pd.DataFrame([row]).reindex(columns=old).to_csv(runs_path, mode="a", header=False, index=False)
+    else:
+        pd.DataFrame([row]).to_csv(runs_path, index=False)
+    curve.to_csv(out / "curves.csv", mode="a", header=not (out / "curves.csv").is_file(), index=False)
 
 
 def main(argv=None) -> int:
@@ -138,16 +190,33 @@ def main(argv=None) -> int:
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
                              args.delta, protocol, args.device, args.log_every))
-    if parallel_mode(args.parallel, args.device) == "threads":
+    mode = parallel_mode(args.parallel, args.device)
+    tasks = [(run_one, task) for task in todo]
+    if mode == "batched":  # a Thompson agent's pending trials of one environment as one lock-step model
+        groups: dict[tuple[str, str], list[tuple]] = {}
+        singles = []
+        for task in todo:
+            env_name, label, agent_name, post, options, *_ = task
+            if trials_batchable(AgentSpec(agent_name, post, options), protocol):
+                groups.setdefault((env_name, label), []).append(task)
+            else:
+                singles.append(task)
+        tasks = [(run_one, task) for task in singles]
+        for (env_name, label), group in groups.items():
+            _, _, _, post, options = group[0][:5]
+            tasks.append((run_batched, (env_name, label, post, options, [t[5] for t in group], [t[6] for t in group],
+                                        args.steps, args.delta, protocol, args.device, args.log_every)))
+        mode = parallel_mode("auto", args.device)
+    if mode == "threads":
         # one process: every run on its own CUDA stream (docs/speed.md, "GPU": streams of one
         # context overlap on the device, processes time-slice it)
-        slots = StreamSlots(args.device, max(1, min(args.workers, len(todo))))
+        slots = StreamSlots(args.device, max(1, min(args.workers, len(tasks))))
         pool = ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="table-run")
-        futures = {pool.submit(slots.run, run_one, *task): task for task in todo}
+        futures = {pool.submit(slots.run, fn, *task): task for fn, task in tasks}
     else:
         # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
         pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn"))
-        futures = {pool.submit(run_one, *task): task for task in todo}
+        futures = {pool.submit(fn, *task): task for fn, task in tasks}
     t_start = time.perf_counter()
     with pool:
         for fut in as_completed(futures):
@@ -155,16 +224,13 @@ def main(argv=None) -> int:
             if isinstance(result, str):
                 print(result, flush=True)
                 continue
-            row, curve = result
-            pd.DataFrame([row]).to_csv(runs_path, mode="a", header=not runs_path.is_file(), index=False)
-            curve.to_csv(args.out / "curves.csv", mode="a", header=not (args.out / "curves.csv").is_file(),
-                         index=False)
-            print(f"{row['env']} {row['label']} trial {row['trial']}: regret {row['cumulative_regret']:.1f} "
-                  f"({row['seconds']:.1f} s; {time.perf_counter() - t_start:.1f} s since the start)", flush=True)
+            for row, curve in (result if isinstance(result, list) else [result]):
+                write_run(args.out, runs_path, row, curve)
+                print(f"{row['env']} {row['label']} trial {row['trial']}: regret {row['cumulative_regret']:.1f} "
+                      f"({row['seconds']:.1f} s; {time.perf_counter() - t_start:.1f} s since the start)", flush=True)
     if todo:
         print(f"{len(todo)} runs in {time.perf_counter() - t_start:.1f} s wall time "
-              f"({args.workers} at a time, {parallel_mode(args.parallel, args.device)}, device {args.device})",
-              flush=True)
+              f"({args.workers} at a time, --parallel {args.parallel}, device {args.device})", flush=True)
     return report(args.out, args.steps, protocol, page=args.page)
 
 

@@ -19,6 +19,7 @@ from ..registry import Registry, resolve_name
 from ..runs import atomic_write_bytes
 from ..validation import check_positive_int
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
+from .protocols import get_protocol
 from .run import run_bandit
 
 ENVS: Registry[Callable[..., Any]] = Registry("bandit environment")
@@ -132,6 +133,23 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
         if on_run is not None:
             on_run(frame)
 
+    if mode == "batched":
+        by_spec: dict[int, list[int]] = {}
+        for trial, i in pending:
+            by_spec.setdefault(i, []).append(trial)
+        for i, trials_of in by_spec.items():
+            if not trials_batchable(specs[i], protocol):
+                continue
+            label = specs[i].label
+            tick = None if progress is None else (lambda k, label=label: progress(label, k))
+            t0 = time.perf_counter()
+            runs = run_thompson_trials(specs[i].posterior, specs[i].options, [seed + t for t in trials_of],
+                                       progress=tick, **settings)
+            seconds = (time.perf_counter() - t0) / len(trials_of)
+            for trial, frame in zip(trials_of, runs):
+                finish((trial, i), _label_frame(frame, specs[i], trial, seed + trial, seconds))
+        pending = [(trial, i) for trial, i in pending if (trial, i) not in frames]
+        mode = parallel_mode("auto", device)
     if workers == 1 or len(pending) <= 1:
         for trial, i in pending:
             label = specs[i].label
@@ -166,12 +184,17 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
 #: ``"processes"`` — spawned worker processes, one torch thread each (on a CPU: every run gets a
 #: core); ``"threads"`` — threads of this process, each run on its own CUDA stream when the device
 #: is a GPU (one CUDA context whose streams the device overlaps; processes would time-slice the
-#: device between their contexts, docs/speed.md "GPU"); ``"auto"`` — threads on CUDA, else processes.
-PARALLEL_MODES = ("auto", "processes", "threads")
+#: device between their contexts, docs/speed.md "GPU"); ``"batched"`` — the trials of a Thompson agent
+#: whose posterior has a trial-batched form (:func:`trials_batchable`) as one model in lock step
+#: (:func:`run_thompson_trials`; the other runs as ``"auto"``); ``"auto"`` — threads on CUDA, else
+#: processes. All but ``"batched"`` give exactly the runs of one by one; ``"batched"`` gives runs of
+#: the same agent with other random numbers (see :mod:`uncertain_agents.posteriors.trials`).
+PARALLEL_MODES = ("auto", "processes", "threads", "batched")
 
 
 def parallel_mode(parallel: str, device) -> str:
-    """``"processes"`` or ``"threads"``: what ``parallel`` (one of :data:`PARALLEL_MODES`) means on ``device``."""
+    """``"processes"``, ``"threads"`` or ``"batched"``: what ``parallel`` (one of :data:`PARALLEL_MODES`)
+    means on ``device``."""
     if parallel not in PARALLEL_MODES:
         raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}, got {parallel!r}")
     if parallel != "auto":
@@ -291,13 +314,62 @@ def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, ste
                        initial_pulls=initial_pulls, lr=lr, device=device, seed=trial_seed)
     t0 = time.perf_counter()
     frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick, progress_every=progress_every)
+    return _label_frame(frame, spec, trial, trial_seed, time.perf_counter() - t0)
+
+
+def _label_frame(frame: pd.DataFrame, spec: AgentSpec, trial: int, trial_seed: int, seconds: float) -> pd.DataFrame:
     frame.insert(0, "seed", trial_seed)
     frame.insert(0, "trial", trial)
     frame.insert(0, "posterior", spec.posterior or "")
     frame.insert(0, "agent", spec.agent)
     frame.insert(0, "label", spec.label)
-    frame["seconds"] = time.perf_counter() - t0
+    frame["seconds"] = seconds
     return frame
+
+
+def trials_batchable(spec: AgentSpec, protocol: str = "default") -> bool:
+    """Whether ``spec``'s trials can run as one trial-batched model (``parallel="batched"``): a
+    Thompson agent whose posterior has a trial-batched form, with a fixed ``noise_std`` (from the
+    protocol or the options) where that form needs one."""
+    from ..posteriors.trials import TRIAL_METHODS
+
+    if spec.agent != "thompson" or spec.posterior is None:
+        return False
+    method = resolve_name(spec.posterior)
+    cls = TRIAL_METHODS.get(method)
+    if cls is None:
+        return False
+    options = {**get_protocol(protocol).options_for(method), **spec.options}
+    return not cls.needs_fixed_noise or options.get("noise_std") is not None
+
+
+def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *, env_name: str, steps: int,
+                        delta: float, mushroom_data=None, protocol="default", hidden=None, train_every=None,
+                        train_steps=None, batch_size=None, initial_pulls=None, lr=None, device="cpu",
+                        progress: Callable[[int], None] | None = None, progress_every: int = 100) -> list[pd.DataFrame]:
+    """Thompson sampling with ``posterior`` for ``len(trial_seeds)`` trials in lock step, one
+    trial-batched model (:func:`~.lockstep.run_bandit_trials`), under ``protocol`` with the same
+    settings :func:`make_agent` would use; trial ``r``'s environment is seeded by
+    ``trial_seeds[r]``, the posterior by ``trial_seeds[0]`` and the decisions' draws by
+    ``trial_seeds[0] + 1``. Returns one :func:`~.run.run_bandit` frame per trial."""
+    from ..posteriors.trials import make_trial_posterior
+    from .lockstep import run_bandit_trials
+
+    proto = get_protocol(protocol)
+    method = resolve_name(posterior)
+    envs = [make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data) for _ in trial_seeds]
+    post = make_trial_posterior(method, trials=len(trial_seeds), in_dim=envs[0].observation_space.shape[0],
+                                out_dim=int(envs[0].action_space.n),
+                                hidden=proto.hidden if hidden is None else hidden, device=device,
+                                seed=trial_seeds[0], **{**proto.options_for(method), **options})
+    return run_bandit_trials(
+        envs, post, steps=steps, seeds=trial_seeds,
+        train_every=proto.train_every if train_every is None else train_every,
+        train_steps=proto.train_steps if train_steps is None else train_steps,
+        batch_size=proto.batch_size if batch_size is None else batch_size,
+        initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
+        lr=proto.lr if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,
+        progress_every=progress_every)
 
 
 def summarize(steps: pd.DataFrame) -> pd.DataFrame:

@@ -69,10 +69,12 @@ def register(sub) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="run this many (agent, trial) runs side by side (at most the cores this process may "
                         "use); the results are the same as one by one")
-    p.add_argument("--parallel", default="auto", choices=["auto", "processes", "threads"],
+    p.add_argument("--parallel", default="auto", choices=["auto", "processes", "threads", "batched"],
                    help="how --workers runs side by side: processes (spawned, one torch thread each), threads "
-                        "(one process; on CUDA every run on its own stream, which the GPU overlaps), auto "
-                        "(default: threads on CUDA, processes on a CPU)")
+                        "(one process; on CUDA every run on its own stream, which the GPU overlaps), batched "
+                        "(the trials of a Thompson agent as one trial-batched model in lock step, for mfvi, "
+                        "bootstrap, ensemble, fsvgd, svgd with a fixed noise; other random numbers than one by "
+                        "one), auto (default: threads on CUDA, processes on a CPU)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 

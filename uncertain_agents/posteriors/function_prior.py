@@ -45,9 +45,10 @@ def moment_match(draws: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def clipped_precision(cov: Tensor, floor: float) -> Tensor:
-    """Inverse of ``cov[K, K]`` after clipping its eigenvalues to at least ``floor``."""
+    """Inverse of ``cov[K, K]`` (or of each of a batch ``[R, K, K]``) after clipping its eigenvalues to at
+    least ``floor``."""
     evals, evecs = torch.linalg.eigh(cov)
-    return (evecs / evals.clamp_min(floor)) @ evecs.T
+    return (evecs / evals.clamp_min(floor).unsqueeze(-2)) @ evecs.mT  # [..., K, K]: batches too
 
 
 def layer_prior_stds(spec: MLPSpec, prior_std: Tensor) -> list[tuple[float, float]] | None:

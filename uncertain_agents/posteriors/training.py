@@ -320,6 +320,32 @@ def make_adam(params, lr: float) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=lr)
 
 
+class _TrialIndexStream:
+    """:class:`_IndexStream` for ``R`` trials at once: ``take(b)`` gives ``[R, b]``, every trial
+    sweeping its own shuffled epochs (one batched shuffle for all trials)."""
+
+    def __init__(self, trials: int, n: int, generator: torch.Generator, device):
+        self.trials, self.n, self.generator, self.device = trials, n, generator, device
+        self.buffer = torch.empty(trials, 0, dtype=torch.long, device=device)
+
+    def take(self, b: int) -> Tensor:
+        if self.buffer.shape[1] < b:
+            keys = torch.rand(self.trials, self.n, generator=self.generator, device=self.device)
+            self.buffer = torch.cat([self.buffer, keys.argsort(dim=1)], dim=1)
+        idx, self.buffer = self.buffer[:, :b], self.buffer[:, b:]
+        return idx
+
+
+def _gather_rows(data: Tensor | None, idx: Tensor) -> Tensor | None:
+    """Rows ``idx`` of ``data``: ``[N, ...]`` with ``idx[B]``, or per trial ``[R, N, ...]`` with ``idx[R, B]``."""
+    if data is None:
+        return None
+    if idx.dim() == 1:
+        return data.index_select(0, idx)  # a row gather ~5× faster than advanced indexing on CPU
+    index = idx.view(*idx.shape, *([1] * (data.dim() - 2))).expand(*idx.shape, *data.shape[2:])
+    return data.gather(1, index)
+
+
 class _IndexStream:
     """Minibatch indices that sweep shuffled epochs without a partial last batch."""
 
@@ -346,7 +372,8 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             a few eager ones (:func:`~.cuda_graphs.warmup_steps`, :mod:`.cuda_graphs`); ``None``
             follows ``UNCERTAIN_AGENTS_CUDA_GRAPHS`` (on unless it is 0).
     """
-    n = xs.shape[0]
+    trials = getattr(post, "n_trials", None)  # a trial-batched posterior (posteriors/trials.py): [R, N, ...] data
+    n = xs.shape[0] if trials is None else xs.shape[1]
     post.prepare_data(n)
     bs = min(batch_size, n)
     gen = post.generator()
@@ -357,7 +384,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     counts = split_steps(phases, steps)
     total = sum(counts)
     traces: dict[str, Tensor] = {}
-    stream = _IndexStream(n, gen, post.device)
+    stream = _IndexStream(n, gen, post.device) if trials is None else _TrialIndexStream(trials, n, gen, post.device)
     t0 = time.perf_counter()
     post.train()
     bar = ProgressBar.create(progress, total, f"fit {post.name}")
@@ -373,9 +400,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     def step_on(idx: Tensor, staged: bool = False):
         """The step on rows ``idx``: its named losses, or (``staged``, for a capture) the
         method's staged step, a generator (:meth:`Posterior.training_stages`)."""
-        # index_select: a row gather ~5× faster than advanced indexing on CPU
-        batch = Batch(xs.index_select(0, idx), ys.index_select(0, idx),
-                      None if mask is None else mask.index_select(0, idx), idx, n, xs, ys, mask)
+        batch = Batch(_gather_rows(xs, idx), _gather_rows(ys, idx), _gather_rows(mask, idx), idx, n, xs, ys, mask)
         if staged:
             return post.training_stages(batch, ctx)
         return post.training_step(batch, ctx)
@@ -468,8 +493,14 @@ def _check_loss(post: "Posterior", value: float, first: float, step: int, lr: fl
 def _output_peak(post: "Posterior", xs: Tensor, seed: int) -> float:
     """Largest |f| of 4 sampled functions on up to 64 training rows (a private generator keeps
     the training's random stream untouched)."""
-    params, _ = post._sample(4, torch.Generator(device=post.device).manual_seed(seed))
-    return float(post.spec.forward(params, xs[:64]).abs().max())
+    generator = torch.Generator(device=post.device).manual_seed(seed)
+    if getattr(post, "n_trials", None) is None:
+        params, _ = post._sample(4, generator)
+        return float(post.spec.forward(params, xs[:64]).abs().max())
+    params, _ = post._trial_functions(4, generator)  # [R, 4, D], each trial on its own rows
+    R = params.shape[0]
+    x = xs[:, :64].unsqueeze(1).expand(R, 4, *xs[:, :64].shape[1:]).reshape(R * 4, -1, xs.shape[-1])
+    return float(post.spec.forward(params.reshape(R * 4, -1), x).abs().max())
 
 
 def _output_bound(post: "Posterior", xs: Tensor, ys: Tensor) -> float | None:

@@ -1,0 +1,438 @@
+"""Trial-batched posteriors: ``R`` independent runs of one method trained as one model.
+
+The bandit table of Wang et al. (2019) is ten trials of 50,000 decisions per method; on a GPU
+a trial's step is a few hundred kernels far too small to fill the device, so ten trials one
+after another (or in ten processes, which time-slice the device) cost ten times one
+(docs/speed.md, "GPU"). A trial-batched posterior holds the state of ``R`` trials side by side
+— ``mfvi``'s means and scales as ``[R, D]``, ``bootstrap``'s members and ``fsvgd``'s particles
+as ``[R·M, D]`` — and trains them in one step on ``R`` data sets of equal size
+(``fit(x[R, N, d], y[R, N, out], mask[R, N, out])``): each trial draws its own minibatches,
+sees only its own rows, and its parameters get exactly the gradient its own objective gives
+(the step minimises the *sum* of the trials' objectives, and Adam is elementwise), so the
+trials stay independent runs of the method. The lock-step bandit runner
+(:mod:`uncertain_agents.agents.lockstep`) plays ``R`` environments with one such posterior.
+
+What differs from ``R`` separate posteriors: the random numbers. All trials draw from one
+generator, so trial ``r`` of a batched run is *a* run of the method, not the run that
+``seed + r`` gives one by one (the worker-process and thread paths keep that identity).
+
+Supported methods (:data:`TRIAL_METHODS`): ``mfvi``, ``bootstrap``, ``ensemble``, ``fsvgd``,
+``svgd``. ``mfvi`` and the particle methods need a fixed ``noise_std`` (a learned noise would
+be one parameter shared by the trials); the bandit presets ``showdown`` and ``fsvgd-paper`` fix
+it. Units are never estimated from the data: call ``set_units`` before the first fit (the
+bandit agents do; the runner does).
+"""
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+import torch
+from torch import Tensor, nn
+
+from ..function_sample import FunctionSample
+from ..network import MLPSpec
+from ..registry import method_options, resolve_name
+from ..validation import check_device, check_positive_float, check_positive_int
+from .base import Batch, FitResult, Posterior, TrainingContext
+from .bootstrap import Bootstrap
+from .cuda_graphs import EagerStage
+from .data import check_training_data
+from .function_prior import GaussianFunctionPrior, clipped_precision
+from .fsvgd import FunctionSpaceSVGD
+from .mfvi import MeanFieldVI
+from .particle_rules import particle_direction
+from .point_estimates import Ensemble
+from .svgd import WeightSpaceSVGD
+from .training import MAIN_LOSS, run_training
+
+__all__ = ["TRIAL_METHODS", "TrialBatched", "make_trial_posterior", "trial_slice"]
+
+#: Registry names of the methods with a trial-batched form, and their classes.
+TRIAL_METHODS: dict[str, type] = {}
+
+
+def _trial_method(name: str) -> Callable[[type], type]:
+    def register(cls: type) -> type:
+        TRIAL_METHODS[name] = cls
+        return cls
+
+    return register
+
+
+def trial_slice(batch: Batch, r: int) -> Batch:
+    """Trial ``r``'s single-trial :class:`Batch` of a trial batch (``x[R, B, d]`` -> ``x[B, d]``)."""
+    def pick(t):
+        return None if t is None else t[r]
+
+    return Batch(batch.x[r], batch.y[r], pick(batch.mask), batch.index[r], batch.n_data, pick(batch.x_pool),
+                 pick(batch.y_pool), pick(batch.mask_pool))
+
+
+class TrialBatched:
+    """Mixin (before the method's class) that turns a posterior into ``n_trials`` of it.
+
+    Subclasses build their stacked state in ``__init__`` (after the method's own) and implement
+    :meth:`_trial_functions`; the training step is the method's, rewritten over the trial axis.
+    """
+
+    n_trials: int
+    needs_fixed_noise: ClassVar[bool] = True
+
+    def _init_trials(self, trials: int) -> None:
+        self.n_trials = check_positive_int(trials, "trials")
+        if self.kind != "gaussian":
+            raise ValueError(f"trial-batched {self.name} supports likelihood='gaussian' only (bandit rewards)")
+        if self.needs_fixed_noise and self.fixed_noise_std is None:
+            raise ValueError(f"trial-batched {self.name} needs a fixed noise_std (a learned noise would be one "
+                             f"parameter shared by the trials); the bandit presets fix it, e.g. noise_std=0.1")
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,
+            progress: bool = False, cuda_graph: bool | None = None) -> FitResult:
+        """Train all trials (warm-started) for ``steps`` steps on their own data.
+
+        Args:
+            x: ``[R, N, in_dim]`` inputs, trial ``r``'s rows in ``x[r]``.
+            y: ``[R, N, out]`` targets; mask: ``[R, N, out]`` bool (True where observed) or None.
+            steps, batch_size, lr, progress, cuda_graph: as :meth:`Posterior.fit`; every trial
+                draws its own minibatches of ``min(batch_size, N)`` rows (shuffled epochs).
+        """
+        steps = check_positive_int(steps, "steps")
+        batch_size = check_positive_int(batch_size, "batch_size")
+        lr = self.default_lr if lr is None else check_positive_float(lr, "lr")
+        if not self.units_are_fixed:
+            raise ValueError(f"trial-batched {self.name}: call set_units(...) before the first fit (the trials "
+                             f"share one set of units, never estimated from one trial's data)")
+        R = self.n_trials
+        x = torch.as_tensor(x, device=self.device) if not isinstance(x, Tensor) else x.to(self.device)
+        if x.dim() != 3 or x.shape[0] != R:
+            raise ValueError(f"x must be [trials={R}, N, {self.spec.in_dim}], got shape {tuple(x.shape)}")
+        n = x.shape[1]
+        y = torch.as_tensor(y) if not isinstance(y, Tensor) else y
+        if y.dim() != 3 or y.shape[:2] != (R, n):
+            raise ValueError(f"y must be [trials={R}, N={n}, {self.spec.out_dim}], got shape {tuple(y.shape)}")
+        if mask is not None:
+            mask = torch.as_tensor(mask) if not isinstance(mask, Tensor) else mask
+            if mask.dim() != 3 or mask.shape[:2] != (R, n):
+                raise ValueError(f"mask must be [trials={R}, N={n}, out] or None, got shape {tuple(mask.shape)}")
+            mask = mask.reshape(R * n, -1)
+        flat_x, flat_y, flat_mask = check_training_data(x.reshape(R * n, -1), y.reshape(R * n, -1), mask,
+                                                        spec=self.spec, kind=self.kind, device=self.device)
+        xs, ys = self.to_train_units(flat_x, flat_y)
+        xs, ys = xs.view(R, n, -1), ys.view(R, n, -1)
+        maskf = None if flat_mask is None else flat_mask.to(xs.dtype).view(R, n, -1)
+        return run_training(self, xs, ys, maskf, steps=steps, batch_size=batch_size, lr=lr, progress=progress,
+                            cuda_graph=cuda_graph)
+
+    # ------------------------------------------------------------- sampling
+    def _trial_functions(self, n: int, generator: torch.Generator) -> tuple[Tensor, Tensor | None]:
+        """``(params[R, n, D], log_noise_std[R, n, out] | None)``: ``n`` draws per trial."""
+        raise NotImplementedError
+
+    def _trial_sample_parts(self, n: int, generator: torch.Generator):
+        """Per trial ``(distinct params [m, D], log noise [m, out] | None, index [n] | None)``."""
+        params, log_noise = self._trial_functions(n, generator)
+        return [(params[r], None if log_noise is None else log_noise[r], None) for r in range(self.n_trials)]
+
+    @torch.no_grad()
+    def sample_trials(self, n: int, *, generator: torch.Generator | None = None) -> list[FunctionSample]:
+        """``n`` functions of every trial, one :class:`FunctionSample` per trial (``R`` of them)."""
+        n = check_positive_int(n, "n")
+        gen = self._check_generator(generator)
+        out = []
+        for params, log_noise, index in self._trial_sample_parts(n, gen):
+            if log_noise is None:
+                log_noise = self.log_noise_std_train().expand(params.shape[0], -1)
+            out.append(FunctionSample(params.detach().clone(), self.spec, self.x_loc, self.x_scale, self.y_loc,
+                                      self.y_scale, (log_noise.exp() * self.y_scale).detach(), index=index))
+        return out
+
+    def sample(self, n: int, *, generator=None):
+        raise TypeError(f"a trial-batched {self.name} holds {self.n_trials} posteriors: use sample_trials(n)")
+
+    def predict(self, x, **kwargs):
+        raise TypeError(f"a trial-batched {self.name} holds {self.n_trials} posteriors: use sample_trials(n) "
+                        f"and evaluate trial r's FunctionSample")
+
+    def save(self, path) -> None:
+        raise TypeError(f"a trial-batched {self.name} is a training engine of the lock-step bandit runner and is "
+                        f"not saved; train a posterior per trial to save one")
+
+
+def _stack_fixed_noise(post: Posterior, m: int) -> Tensor:
+    return post.log_noise_std_train().expand(m, -1)
+
+
+class _FiniteTrials(TrialBatched):
+    """Trials whose posterior is a finite set of functions (members, particles): the draws are
+    indices into each trial's own set (:meth:`_trial_sample_parts`)."""
+
+    def _trial_functions(self, n: int, generator: torch.Generator):
+        parts = self._trial_sample_parts(n, generator)
+        return (torch.stack([params[index] for params, _, index in parts]),
+                torch.stack([noise[index] for _, noise, index in parts]))
+
+
+# ---------------------------------------------------------------------------- mfvi
+@_trial_method("mfvi")
+class TrialMeanFieldVI(TrialBatched, MeanFieldVI):
+    """``mfvi`` for ``R`` trials: ``mean``, ``log_std`` ``[R, D]``; the local reparameterisation
+    runs over the trial axis with batched products (composed operations, autograd's backward)."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._init_trials(trials)
+        if self.learn_prior:
+            raise ValueError("trial-batched mfvi does not support learn_prior (one prior scale per trial)")
+        R = self.n_trials
+        self.mean = nn.Parameter(torch.cat([self.mean.detach().unsqueeze(0),
+                                            spec.init_params(R - 1, generator=self._init_generator)])
+                                 if R > 1 else self.mean.detach().unsqueeze(0))
+        self.log_std = nn.Parameter(self.log_std.detach().unsqueeze(0).repeat(R, 1))
+
+    def _on_prior_change(self) -> None:
+        with torch.no_grad():
+            self.log_std.copy_((self.prior_std * self.init_std).log().expand_as(self.log_std))
+
+    def trial_forward(self, x: Tensor, k: int, generator: torch.Generator, variances: Tensor) -> Tensor:
+        """``x[R, B, d] -> f[R, k, B, out]`` with per-example pre-activation noise, every trial
+        through its own weights (``variances[R, D]``: the weights' ``std²``)."""
+        from ..network import ACTIVATIONS
+
+        act = ACTIVATIONS[self.spec.activation]
+        R, B = x.shape[0], x.shape[1]
+        h = x if k == 1 else x.unsqueeze(1).expand(R, k, B, -1).reshape(R, k * B, -1)
+        for i, ((wm, bm), (wv, bv)) in enumerate(zip(self.spec.unflatten(self.mean), self.spec.unflatten(variances))):
+            if i > 0:
+                h = act(h)
+            eps = torch.randn((R, h.shape[1], wm.shape[2]), generator=generator, device=h.device, dtype=h.dtype)
+            mu = torch.baddbmm(bm.unsqueeze(1), h, wm)
+            sd = torch.baddbmm(bv.unsqueeze(1), h.square(), wv).sqrt()
+            h = mu + sd * eps
+        return h.view(R, k, B, -1)
+
+    def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The sum over trials of each trial's negative ELBO per data point (``mfvi``'s
+        :meth:`~.mfvi.MeanFieldVI.loss` on its own batch; with one trial the same numbers)."""
+        variances, kl = self.variances_and_kl()  # kl: the sum of the trials' KLs
+        f = self.trial_forward(batch.x, self.train_samples, generator, variances)
+        y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        return -loglik.mean(dim=(1, 2)).sum() + kl / batch.n_data
+
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
+        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
+
+    def _trial_functions(self, n: int, generator: torch.Generator):
+        eps = torch.randn(self.n_trials, n, self.spec.num_params, generator=generator, device=self.device)
+        return torch.addcmul(self.mean.unsqueeze(1), self.std.unsqueeze(1), eps), None
+
+
+# ------------------------------------------------------------------- point estimates
+class _TrialMembers(_FiniteTrials):
+    """Members ``[R·M, D]``: trial ``r`` owns rows ``r·M … r·M + M − 1``."""
+
+    needs_fixed_noise = False
+
+    def _stack_members(self, trials: int) -> None:
+        self._init_trials(trials)
+        R, M = self.n_trials, self.n_members
+        extra = self.spec.init_params(R * M - M, generator=self._init_generator) if R > 1 else None
+        members = self.members.detach() if extra is None else torch.cat([self.members.detach(), extra])
+        self.members = nn.Parameter(members)
+        if self.member_log_noise_std is not None:
+            self.member_log_noise_std = nn.Parameter(self.member_log_noise_std.detach().repeat(R, 1))
+
+    def member_log_noise(self) -> Tensor:
+        if self.member_log_noise_std is not None:
+            return self.member_log_noise_std
+        return _stack_fixed_noise(self, self.members.shape[0])
+
+    def _per_member(self, t: Tensor) -> Tensor:
+        """``t[R, B, ...]`` -> ``[R·M, B, ...]``: each trial's rows for each of its members."""
+        R, M = self.n_trials, self.n_members
+        return t.unsqueeze(1).expand(R, M, *t.shape[1:]).reshape(R * M, *t.shape[1:])
+
+    def member_loglik(self, batch: Batch) -> Tensor:
+        """``[R·M, B]`` log-likelihood of each member on its trial's batch."""
+        f = self.spec.forward(self.members, self._per_member(batch.x))
+        mask = None if batch.mask is None else self._per_member(batch.mask)
+        return self.likelihood.log_prob(f, self._per_member(batch.y), mask,
+                                        log_noise_std=self.member_log_noise().unsqueeze(1))
+
+    def penalty(self, n_data: int) -> Tensor:
+        if not self.use_prior:
+            return self.members.new_zeros(self.members.shape[0])
+        return (self.members.square() / (2.0 * self.prior_std.square())).sum(-1) / n_data
+
+    def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The sum over trials of each trial's loss (the mean over its members, as the method's
+        :meth:`~.point_estimates.PointEstimates.loss` on its own batch)."""
+        loglik = self.member_loglik(batch)
+        weights = self.row_weights(batch)
+        if weights is not None:
+            loglik = loglik * weights
+        per_member = -loglik.mean(-1) + self.penalty(batch.n_data)  # [R·M]
+        return per_member.view(self.n_trials, self.n_members).mean(1).sum()
+
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
+        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
+
+    def _trial_sample_parts(self, n: int, generator: torch.Generator):
+        R, M = self.n_trials, self.n_members
+        index = torch.randint(M, (R, n), generator=generator, device=self.device)
+        members = self.members.view(R, M, -1)
+        noise = self.member_log_noise().view(R, M, -1)
+        return [(members[r], noise[r], index[r]) for r in range(R)]
+
+
+@_trial_method("ensemble")
+class TrialEnsemble(_TrialMembers, Ensemble):
+    """``ensemble`` for ``R`` trials (members ``[R·M, D]``)."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_members(trials)
+
+
+@_trial_method("bootstrap")
+class TrialBootstrap(_TrialMembers, Bootstrap):
+    """``bootstrap`` for ``R`` trials: members ``[R·M, D]``, counts ``weights[R·M, N]``."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_members(trials)
+        self.weights = torch.zeros(self.members.shape[0], 0, device=self.weights.device)
+
+    def prepare_data(self, n_data: int) -> None:
+        """Extend every member's counts (``[R·M, N]``) to ``n_data`` rows, as :class:`Bootstrap`."""
+        have = self.weights.shape[1]
+        if n_data <= have:
+            return
+        rows, new = self.members.shape[0], n_data - have
+        gen = self.generator()
+        if self.scheme == "poisson":
+            counts = torch.poisson(torch.ones(rows, new, device=self.device), generator=gen)
+        else:
+            picks = torch.multinomial(torch.ones(rows, new, device=self.device), new, replacement=True,
+                                      generator=gen)
+            counts = torch.zeros(rows, new, device=self.device)
+            counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=counts.dtype))
+        self.weights = torch.cat([self.weights, counts.to(self.weights.dtype)], dim=1)
+
+    def row_weights(self, batch: Batch) -> Tensor:
+        """``[R·M, B]`` each member's counts of its trial's batch rows."""
+        R, M = self.n_trials, self.n_members
+        index = batch.index.unsqueeze(1).expand(R, M, -1)
+        return self.weights.view(R, M, -1).gather(2, index).reshape(R * M, -1)
+
+
+# -------------------------------------------------------------------------- particles
+class _TrialParticles(_FiniteTrials):
+    """Particles ``[R·n, D]``: trial ``r`` owns rows ``r·n … r·n + n − 1``; the kernel, the
+    function prior and the minibatch are the trial's own."""
+
+    def _stack_particles(self, trials: int) -> None:
+        self._init_trials(trials)
+        R, n = self.n_trials, self.n_particles
+        extra = self.spec.init_params(R * n - n, generator=self._init_generator) if R > 1 else None
+        self.particles = nn.Parameter(self.particles.detach() if extra is None
+                                      else torch.cat([self.particles.detach(), extra]))
+
+    def particle_log_noise(self) -> Tensor:
+        return _stack_fixed_noise(self, self.particles.shape[0])
+
+    def _per_particle(self, t: Tensor) -> Tensor:
+        R, n = self.n_trials, self.n_particles
+        return t.unsqueeze(1).expand(R, n, *t.shape[1:]).reshape(R * n, *t.shape[1:])
+
+    def _trial_sample_parts(self, n: int, generator: torch.Generator):
+        R, m = self.n_trials, self.n_particles
+        index = torch.randint(m, (R, n), generator=generator, device=self.device)
+        particles = self.particles.view(R, m, -1)
+        noise = self.particle_log_noise().view(R, m, -1)
+        return [(particles[r], noise[r], index[r]) for r in range(R)]
+
+
+@_trial_method("svgd")
+class TrialSVGD(_TrialParticles, WeightSpaceSVGD):
+    """``svgd`` for ``R`` trials: weight-space kernel per trial."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_particles(trials)
+
+    def _direction(self, batch: Batch, generator: torch.Generator):
+        R, n = self.n_trials, self.n_particles
+        with torch.enable_grad():
+            w = self.particles.detach().requires_grad_(True)
+            f = self.spec.forward(w, self._per_particle(batch.x))  # [R·n, B, out]
+            log_noise = self.particle_log_noise().detach()
+            loglik = torch.cat([self.scaled_log_likelihood(f[r * n:(r + 1) * n], trial_slice(batch, r),
+                                                           log_noise[r * n:(r + 1) * n]) for r in range(R)])
+            target = loglik - 0.5 * (w / self.prior_std).square().sum(1)
+            (g,) = torch.autograd.grad(target.sum(), w)
+        wd = w.detach()
+        direction = torch.cat([particle_direction(wd[r * n:(r + 1) * n], g[r * n:(r + 1) * n], self.rule)
+                               for r in range(R)])
+        return direction, target.detach()
+
+
+@_trial_method("fsvgd")
+class TrialFSVGD(_TrialParticles, FunctionSpaceSVGD):
+    """``fsvgd`` for ``R`` trials: each trial's extra points, moment-matched function prior
+    (its own fresh prior networks) and function-space kernel; one batched forward of all
+    ``R·n`` particles, one batched eigen-decomposition of the ``R`` prior covariances."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_particles(trials)
+
+    def _direction_stages(self, batch: Batch, generator: torch.Generator):
+        R, n = self.n_trials, self.n_particles
+        trial = [trial_slice(batch, r) for r in range(R)]
+        x_extra = torch.stack([self.extra_points(b, generator) for b in trial])  # [R, B', d]
+        x_all = torch.cat([batch.x, x_extra], dim=1)  # [R, T, d]
+        prior_idx = self.prior_index(batch.x.shape[1], x_extra.shape[1])
+        moments = [self.function_prior_moments(x_all[r].index_select(0, prior_idx), generator) for r in range(R)]
+        precision = yield EagerStage(clipped_precision, (torch.stack([c for _, c in moments]), self.prior_eig_floor))
+        with torch.enable_grad():
+            f = self.function_values(self.particles, self._per_particle(x_all))  # [R·n, T, out]
+            f_leaf = f.detach().requires_grad_(True)
+            log_noise = self.particle_log_noise().detach()
+            target = torch.cat([
+                self.log_target(f_leaf[r * n:(r + 1) * n], trial[r], log_noise[r * n:(r + 1) * n],
+                                GaussianFunctionPrior(moments[r][0], precision[r]), prior_idx)
+                for r in range(R)])
+            (g,) = torch.autograd.grad(target.sum(), f_leaf)
+            z, gz = f_leaf.detach().reshape(R * n, -1), g.reshape(R * n, -1)
+            phi = torch.cat([particle_direction(z[r * n:(r + 1) * n], gz[r * n:(r + 1) * n], self.rule)
+                             for r in range(R)]).reshape(f.shape)
+            (direction,) = torch.autograd.grad(f, self.particles, grad_outputs=phi)
+        return direction, target.detach()
+
+
+# ----------------------------------------------------------------------------- factory
+def make_trial_posterior(name: str, *, trials: int, in_dim: int, out_dim: int, hidden=(50,),
+                         activation: str = "relu", device="cpu", seed: int | None = None,
+                         **method_kwargs) -> Posterior:
+    """A trial-batched posterior of method ``name`` (one of :data:`TRIAL_METHODS`) for ``trials``
+    runs side by side; the other arguments are :func:`~uncertain_agents.make_posterior`'s
+    (regression only)."""
+    key = resolve_name(name)
+    if key not in TRIAL_METHODS:
+        raise ValueError(f"{key} has no trial-batched form; methods with one: {sorted(TRIAL_METHODS)}")
+    allowed = method_options(key)
+    unknown = sorted(set(method_kwargs) - set(allowed))
+    if unknown:
+        raise TypeError(f"{key} got unknown option(s) {unknown}; it accepts {allowed}")
+    hidden = (hidden,) if isinstance(hidden, int) else tuple(hidden)
+    device = check_device(device)
+    spec = MLPSpec(in_dim, out_dim, hidden, activation)
+    post = TRIAL_METHODS[key](spec, "gaussian", trials=trials, device=device, seed=seed, **method_kwargs)
+    post.config = {"name": key, "trials": int(trials), "in_dim": spec.in_dim, "out_dim": spec.out_dim,
+                   "hidden": list(spec.hidden), "activation": activation, "likelihood": "gaussian", "seed": seed,
+                   **method_kwargs}
+    return post.to(device)
