@@ -143,3 +143,21 @@ def test_runs_in_threads_on_cuda_streams_match_one_by_one():
     threaded = run_experiment("wheel", specs, workers=6, parallel="threads", **kwargs)
     assert threaded["label"].tolist() == serial["label"].tolist()
     assert threaded["action"].tolist() == serial["action"].tolist()
+
+
+@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "fsvgd"])
+def test_trial_batched_fits_capture_their_step_on_cuda(name):
+    """A trial-batched posterior (posteriors/trials.py) is graph-safe like its method: its fit on
+    CUDA captures one step for all trials and trains every trial."""
+    from uncertain_agents.posteriors.trials import make_trial_posterior
+
+    options = {"mfvi": {}, "bootstrap": {"n_members": 4}, "fsvgd": {"n_particles": 4}}[name]
+    post = make_trial_posterior(name, trials=3, in_dim=3, out_dim=2, hidden=(16, 16), seed=0, noise_std=0.1,
+                                device="cuda", **options)
+    post.set_units()
+    x, y = _regression()
+    xs, ys = x.cuda().expand(3, -1, -1), y.cuda().expand(3, -1, -1)
+    result = post.fit(xs, ys, steps=60, batch_size=64)
+    assert getattr(post, "_cuda_graph_failure", None) is None and post._cuda_graph_captures == 1
+    assert result.losses[-1] < result.losses[0]
+    assert len(post.sample_trials(4)) == 3

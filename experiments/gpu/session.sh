@@ -9,7 +9,7 @@
 #   session 17's calls 1-3: environment cuda_tests bench projection concurrency sync_probe graph_probe
 #     bandit_timing mushroom_timing;
 #   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
-#   session 18: graph_threads refit_profile threads_alone threads_piece;
+#   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -128,3 +128,23 @@ step threads_piece 170 python3 experiments/bandit_table.py --envs wheel --steps 
   --protocol fsvgd-paper --device "$DEVICE" --workers 30 --parallel threads --log-every 250 \
   --only "thompson[bootstrap],thompson[mfvi],thompson[fsvgd]" --posteriors bootstrap,mfvi,fsvgd --out "$TP"
 cp "$TP/bandit_runs.csv" "$OUT/bandit_runs_threads_piece.csv" 2>/dev/null
+
+# ---- session 18, call 2: the 50,000-decision table, every Thompson agent's ten trials as one
+# trial-batched model in lock step (--parallel batched), the two bandits in two processes (their
+# three groups as threads on streams), LinFullPost and Uniform in CPU worker processes beside them
+step trial_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "trial"
+TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
+TB="$OUT/table50k"
+step table50k "$((TABLE_LIMIT + 20))" bash -c "
+  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel --steps $FULL_DECISIONS --trials 10 \
+    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 3 --log-every 2500 \
+    --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
+    --out $TB/wheel > $OUT/table_wheel.log 2>&1 &
+  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs mushroom --steps $FULL_DECISIONS --trials 10 \
+    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 3 --log-every 2500 \
+    --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
+    --out $TB/mushroom > $OUT/table_mushroom.log 2>&1 &
+  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom --steps $FULL_DECISIONS --trials 10 \
+    --protocol fsvgd-paper --device cpu --parallel processes --workers 8 --only linear --posteriors mfvi \
+    --out $TB/cpu > $OUT/table_cpu.log 2>&1 &
+  wait; tail -n 12 $OUT/table_wheel.log $OUT/table_mushroom.log $OUT/table_cpu.log"
