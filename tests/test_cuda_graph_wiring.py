@@ -88,9 +88,11 @@ class _ReplayByCalling:
 
     captures: list[int] = []
     staged: list[bool] = []
+    pools: list = []
 
-    def __init__(self, step, index_like, generator):
+    def __init__(self, step, index_like, generator, pool=None):
         self.step, self.index = step, torch.empty_like(index_like)
+        _ReplayByCalling.pools.append(pool)
         _ReplayByCalling.captures.append(index_like.numel())
         self.outputs = self(index_like)
 
@@ -118,8 +120,10 @@ def _pretend_graphs_work(monkeypatch, graph_cls=_ReplayByCalling):
     monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
     monkeypatch.setattr(cuda_graphs, "GraphedStep", graph_cls)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ENTRY_STREAM)
+    monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())  # a stand-in pool (CPU tests)
     _ReplayByCalling.captures = []
     _ReplayByCalling.staged = []
+    _ReplayByCalling.pools = []
 
 
 @pytest.mark.parametrize("name", ["mfvi", "bootstrap", "bb-alpha"])
@@ -153,6 +157,9 @@ def test_refits_capture_after_one_warm_up_step_once_the_posterior_has_captured(m
     post.fit(x, y, steps=10, batch_size=16, cuda_graph=True)
     assert len(_ReplayByCalling.staged) == (10 - WARMUP_STEPS) + (10 - REFIT_WARMUP_STEPS)
     assert warmup_steps(_make()) == WARMUP_STEPS  # a fresh posterior starts over
+    # both captures allocate from the posterior's one pool (an earlier fit's graph memory is reused)
+    assert len(_ReplayByCalling.pools) == 2 and _ReplayByCalling.pools[0] is _ReplayByCalling.pools[1]
+    assert _ReplayByCalling.pools[0] is post._cuda_graph_pool
 
 
 def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
@@ -164,13 +171,14 @@ def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
 
 def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_on(monkeypatch):
     class _FailingCapture:
-        def __init__(self, step, index_like, generator):
+        def __init__(self, step, index_like, generator, pool=None):
             raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
     monkeypatch.setattr(cuda_graphs, "GraphedStep", _FailingCapture)
     entry = _StubStream()
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: entry)
+    monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())
     restored = []
     monkeypatch.setattr(torch.cuda, "set_stream", restored.append)
     x, y = _data()
