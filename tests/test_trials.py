@@ -180,3 +180,12 @@ def test_run_experiment_batched_runs_thompson_trials_as_one_model_and_the_rest_a
                                   batched[same].drop(columns="seconds").reset_index(drop=True))
     boot = batched[~same]
     assert set(boot["trial"]) == {0, 1} and boot["action"].between(0, 4).all()
+
+
+def test_particle_rules_other_than_svgd_run_trial_by_trial():
+    x, y, mask = _bandit_data(2)
+    post = make_trial_posterior("fsvgd", trials=2, in_dim=2, out_dim=3, hidden=HIDDEN, seed=0, noise_std=0.1,
+                                n_particles=4, rule="gfsf")
+    post.set_units()
+    result = post.fit(x, y, mask, steps=20, batch_size=32)
+    assert np.isfinite(result.losses).all() and len(post.sample_trials(3)) == 2

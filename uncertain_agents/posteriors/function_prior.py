@@ -25,7 +25,8 @@ class GaussianFunctionPrior:
 
     def log_prob(self, z: Tensor) -> Tensor:
         """``z[n, K]`` -> ``[n]`` log density up to its constant (in ``z``'s dtype,
-        differentiable in ``z``)."""
+        differentiable in ``z``); a batch of priors (``mean[R, 1, K]``, ``precision[R, K, K]``)
+        takes ``z[R, n, K]`` to ``[R, n]``."""
         diff = z.double() - self.mean
         return (-0.5 * ((diff @ self.precision) * diff).sum(-1)).to(z.dtype)
 
@@ -35,13 +36,14 @@ class GaussianFunctionPrior:
 
 
 def moment_match(draws: Tensor) -> tuple[Tensor, Tensor]:
-    """``draws[M, K]`` -> float64 ``mean[K]`` and unbiased covariance ``[K, K]``."""
-    if draws.dim() != 2 or draws.shape[0] < 2:
-        raise ValueError(f"draws must be [M >= 2, K], got {tuple(draws.shape)}")
+    """``draws[M, K]`` -> float64 ``mean[K]`` and unbiased covariance ``[K, K]`` (a batch
+    ``[R, M, K]`` gives ``[R, K]`` and ``[R, K, K]``)."""
+    if draws.dim() not in (2, 3) or draws.shape[-2] < 2:
+        raise ValueError(f"draws must be [M >= 2, K] or [R, M >= 2, K], got {tuple(draws.shape)}")
     d = draws.detach().double()
-    mean = d.mean(0)
-    centred = d - mean
-    return mean, centred.T @ centred / (d.shape[0] - 1)
+    mean = d.mean(-2)
+    centred = d - mean.unsqueeze(-2)
+    return mean, centred.mT @ centred / (d.shape[-2] - 1)
 
 
 def clipped_precision(cov: Tensor, floor: float) -> Tensor:
@@ -64,7 +66,8 @@ def layer_prior_stds(spec: MLPSpec, prior_std: Tensor) -> list[tuple[float, floa
 
 def prior_function_draws(spec: MLPSpec, prior_std: Tensor, x: Tensor, m: int,
                          generator: torch.Generator, layer_stds: list | None | str = "auto") -> Tensor:
-    """``[m, P, out]``: outputs at ``x[P, d]`` of ``m`` networks with weights ~ N(0, prior_std²).
+    """``[m, P, out]``: outputs at ``x[P, d]`` of ``m`` networks with weights ~ N(0, prior_std²)
+    (``x[R, P, d]``: ``[R, m, P, out]``, every set of points with its own ``m`` networks).
 
     Exact in distribution but cheaper than drawing all ``D`` weights when ``P`` is small:
     for a layer with ``fan_in > P`` and i.i.d. N(0, s²) weights, ``a W`` given the layer
@@ -78,12 +81,20 @@ def prior_function_draws(spec: MLPSpec, prior_std: Tensor, x: Tensor, m: int,
     """
     stds = layer_prior_stds(spec, prior_std) if layer_stds == "auto" else layer_stds
     kw = dict(generator=generator, device=x.device, dtype=x.dtype)
+    if x.dim() == 3:  # R sets of points, each with its own m networks: m·R networks at once
+        R, P = x.shape[0], x.shape[1]
+        per_network = x.unsqueeze(1).expand(R, m, P, x.shape[2]).reshape(R * m, P, x.shape[2])
+        return _draws_at(spec, prior_std, per_network, stds, kw).view(R, m, P, -1)
+    return _draws_at(spec, prior_std, x.unsqueeze(0).expand(m, -1, -1), stds, kw)
+
+
+def _draws_at(spec: MLPSpec, prior_std: Tensor, h: Tensor, stds, kw: dict) -> Tensor:
+    """Outputs ``[m, P, out]`` of ``m`` fresh prior networks, network ``j`` at points ``h[j]`` (``[m, P, d]``)."""
+    m, P = h.shape[0], h.shape[1]
     if stds is None:
         eps = torch.randn(m, spec.num_params, **kw)
-        return spec.forward(eps * prior_std, x)
+        return spec.forward(eps * prior_std, h)
     act = ACTIVATIONS[spec.activation]
-    P = x.shape[0]
-    h = x.unsqueeze(0).expand(m, -1, -1)
     for i, ((fan_in, fan_out), (s_w, s_b)) in enumerate(zip(spec.layer_shapes, stds)):
         if i > 0:
             h = act(h)

@@ -30,15 +30,16 @@ def check_rule(rule) -> str:
 
 
 def pairwise_sq_dists(z: Tensor) -> Tensor:
-    """``z[n, M] -> [n, n]`` squared Euclidean distances.
+    """``z[n, M] -> [n, n]`` squared Euclidean distances (a batch ``[R, n, M] -> [R, n, n]``).
 
     Computed from the Gram matrix of the centred particles (``O(n²M)`` as one matmul,
     no ``[n, n, M]`` intermediate); centring keeps the cancellation error small.
     """
-    zc = z - z.mean(0, keepdim=True)
-    sq = zc.square().sum(1)
-    d2 = (sq.unsqueeze(1) + sq.unsqueeze(0) - 2.0 * zc @ zc.T).clamp_min(0.0)
-    return d2.fill_diagonal_(0.0)
+    zc = z - z.mean(-2, keepdim=True)
+    sq = zc.square().sum(-1)
+    d2 = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2.0 * zc @ zc.mT).clamp_min(0.0)
+    d2.diagonal(dim1=-2, dim2=-1).zero_()
+    return d2
 
 
 def median_bandwidth(sq_dists: Tensor) -> Tensor:
@@ -46,13 +47,15 @@ def median_bandwidth(sq_dists: Tensor) -> Tensor:
 
     The kernel is ``K_ij = exp(-‖z_i - z_j‖² / h)``, so that ``Σ_j K_ij ≈ 1 + n·(1/(n+1))``
     at the median (Liu & Wang 2016). One particle gives ``h = 1`` (the kernel is then
-    the constant 1 and has no gradient). Returns a scalar tensor (no gradient).
+    the constant 1 and has no gradient). Returns a scalar tensor (no gradient); a batch of
+    distance matrices ``[R, n, n]`` gives ``[R]``, one bandwidth per set of particles.
     """
-    n = sq_dists.shape[0]
+    n = sq_dists.shape[-1]
     if n < 2:
-        return sq_dists.new_ones(())
+        return sq_dists.new_ones(sq_dists.shape[:-2])
     iu = torch.triu_indices(n, n, offset=1, device=sq_dists.device)
-    med = sq_dists[iu[0], iu[1]].median()
+    pairs = sq_dists[..., iu[0], iu[1]]
+    med = pairs.median() if pairs.dim() == 1 else pairs.median(dim=-1).values
     return (med / math.log(n + 1.0)).clamp_min(1e-8).detach()
 
 
@@ -77,6 +80,8 @@ def kernel_matrix(z: Tensor, bandwidth: Tensor | float | None = None) -> tuple[T
     d2 = pairwise_sq_dists(z)
     h = median_bandwidth(d2) if bandwidth is None else torch.as_tensor(bandwidth, dtype=z.dtype,
                                                                         device=z.device)
+    if h.dim() > 0:  # one bandwidth per set of particles, broadcast over its kernel matrix
+        h = h.view(*h.shape, 1, 1)
     return torch.exp(-d2 / h), h
 
 
@@ -85,21 +90,23 @@ def particle_direction(z: Tensor, g: Tensor, rule: str = "svgd",
     """Ascent direction ``phi[n, M]`` of a particle rule (see the module docstring).
 
     Args:
-        z: ``[n, M]`` particles (detached).
-        g: ``[n, M]`` gradients of the log target at the particles.
+        z: ``[n, M]`` particles (detached); for ``rule="svgd"`` also ``[R, n, M]``, ``R``
+            independent sets of particles, each with its own kernel and bandwidth.
+        g: gradients of the log target at the particles, ``z``'s shape.
         rule: one of :data:`RULES`.
         bandwidth: RBF bandwidth ``h``; ``None`` = median heuristic.
     """
-    if z.shape != g.shape or z.dim() != 2:
-        raise ValueError(f"z and g must both be [n, M], got {tuple(z.shape)} and {tuple(g.shape)}")
     rule = check_rule(rule)
-    n = z.shape[0]
+    if z.shape != g.shape or z.dim() not in (2, 3) or (z.dim() == 3 and rule != "svgd"):
+        raise ValueError(f"z and g must both be [n, M] (or [R, n, M] sets of particles for rule 'svgd'), "
+                         f"got {tuple(z.shape)} and {tuple(g.shape)}")
+    n = z.shape[-2]
     if rule == "svgd":
         # (K g + (2/h)(K·1 ⊙ z - K z)) / n with one product over the long axis instead of two:
         # K (g - (2/h) z) + (2/h)(K·1) ⊙ z
         K, h = kernel_matrix(z, bandwidth)
         c = 2.0 / h
-        return (K @ (g - c * z)).addcmul_(c * K.sum(1, keepdim=True), z).div_(n)
+        return (K @ (g - c * z)).addcmul_(c * K.sum(-1, keepdim=True), z).div_(n)
     K, repulse, h = rbf_kernel(z, bandwidth)
     if rule == "gfsf":
         eye = torch.eye(n, dtype=K.dtype, device=K.device)

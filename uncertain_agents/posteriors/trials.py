@@ -24,6 +24,7 @@ bandit agents do; the runner does).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable, ClassVar
 
 import torch
@@ -37,7 +38,7 @@ from .base import Batch, FitResult, Posterior, TrainingContext
 from .bootstrap import Bootstrap
 from .cuda_graphs import EagerStage
 from .data import check_training_data
-from .function_prior import GaussianFunctionPrior, clipped_precision
+from .function_prior import GaussianFunctionPrior, clipped_precision, moment_match, prior_function_draws
 from .fsvgd import FunctionSpaceSVGD
 from .mfvi import MeanFieldVI
 from .particle_rules import particle_direction
@@ -45,7 +46,7 @@ from .point_estimates import Ensemble
 from .svgd import WeightSpaceSVGD
 from .training import MAIN_LOSS, run_training
 
-__all__ = ["TRIAL_METHODS", "TrialBatched", "make_trial_posterior", "trial_slice"]
+__all__ = ["TRIAL_METHODS", "TrialBatched", "make_trial_posterior"]
 
 #: Registry names of the methods with a trial-batched form, and their classes.
 TRIAL_METHODS: dict[str, type] = {}
@@ -57,15 +58,6 @@ def _trial_method(name: str) -> Callable[[type], type]:
         return cls
 
     return register
-
-
-def trial_slice(batch: Batch, r: int) -> Batch:
-    """Trial ``r``'s single-trial :class:`Batch` of a trial batch (``x[R, B, d]`` -> ``x[B, d]``)."""
-    def pick(t):
-        return None if t is None else t[r]
-
-    return Batch(batch.x[r], batch.y[r], pick(batch.mask), batch.index[r], batch.n_data, pick(batch.x_pool),
-                 pick(batch.y_pool), pick(batch.mask_pool))
 
 
 class TrialBatched:
@@ -355,6 +347,22 @@ class _TrialParticles(_FiniteTrials):
         noise = self.particle_log_noise().view(R, m, -1)
         return [(particles[r], noise[r], index[r]) for r in range(R)]
 
+    def trial_log_likelihood(self, f: Tensor, batch: Batch) -> Tensor:
+        """``[R·n]`` every particle's ``(N/B) log p(y_B | f_B)`` on its trial's batch (``f[R·n, B, out]``)."""
+        mask = None if batch.mask is None else self._per_particle(batch.mask)
+        log_noise = self.particle_log_noise().detach().unsqueeze(1)
+        rows = self.likelihood.log_prob(f, self._per_particle(batch.y), mask, log_noise_std=log_noise)
+        return rows.sum(1) * (batch.n_data / batch.x.shape[1])
+
+    def trial_direction(self, z: Tensor, g: Tensor) -> Tensor:
+        """The rule's direction ``[R·n, M]`` for the particles' values ``z[R·n, M]`` and log-target
+        gradients ``g``, each trial's particles with their own kernel (batched for ``svgd``)."""
+        R, n = self.n_trials, self.n_particles
+        if self.rule == "svgd":
+            return particle_direction(z.view(R, n, -1), g.view(R, n, -1), self.rule).reshape(R * n, -1)
+        return torch.cat([particle_direction(z[r * n:(r + 1) * n], g[r * n:(r + 1) * n], self.rule)
+                          for r in range(R)])
+
 
 @_trial_method("svgd")
 class TrialSVGD(_TrialParticles, WeightSpaceSVGD):
@@ -365,52 +373,56 @@ class TrialSVGD(_TrialParticles, WeightSpaceSVGD):
         self._stack_particles(trials)
 
     def _direction(self, batch: Batch, generator: torch.Generator):
-        R, n = self.n_trials, self.n_particles
         with torch.enable_grad():
             w = self.particles.detach().requires_grad_(True)
             f = self.spec.forward(w, self._per_particle(batch.x))  # [R·n, B, out]
-            log_noise = self.particle_log_noise().detach()
-            loglik = torch.cat([self.scaled_log_likelihood(f[r * n:(r + 1) * n], trial_slice(batch, r),
-                                                           log_noise[r * n:(r + 1) * n]) for r in range(R)])
-            target = loglik - 0.5 * (w / self.prior_std).square().sum(1)
+            target = self.trial_log_likelihood(f, batch) - 0.5 * (w / self.prior_std).square().sum(1)
             (g,) = torch.autograd.grad(target.sum(), w)
-        wd = w.detach()
-        direction = torch.cat([particle_direction(wd[r * n:(r + 1) * n], g[r * n:(r + 1) * n], self.rule)
-                               for r in range(R)])
-        return direction, target.detach()
+        return self.trial_direction(w.detach(), g), target.detach()
 
 
 @_trial_method("fsvgd")
 class TrialFSVGD(_TrialParticles, FunctionSpaceSVGD):
-    """``fsvgd`` for ``R`` trials: each trial's extra points, moment-matched function prior
-    (its own fresh prior networks) and function-space kernel; one batched forward of all
-    ``R·n`` particles, one batched eigen-decomposition of the ``R`` prior covariances."""
+    """``fsvgd`` for ``R`` trials: each trial's extra points, moment-matched function prior (from
+    its own fresh prior networks) and function-space kernel, all batched over the trials — one
+    forward of the ``R·n`` particles, one of the ``R·m`` prior networks, one eigen-decomposition
+    of the ``R`` prior covariances."""
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self._stack_particles(trials)
 
+    def trial_extra_points(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """``[R, B', d]`` each trial's random training inputs plus Gaussian noise (as
+        :meth:`~.fsvgd.FunctionSpaceSVGD.extra_points`, the same draws in the same order)."""
+        R, B, d = batch.x.shape
+        n_extra = min(B, 32) if self.n_extra is None else self.n_extra
+        if n_extra == 0:
+            return batch.x[:, :0]
+        idx = torch.randint(batch.x_pool.shape[1], (R, n_extra), generator=generator, device=batch.x.device)
+        scale = self.extra_noise if self.extra_noise is not None else 1.0 / math.sqrt(batch.n_data)
+        noise = torch.randn(R, n_extra, d, generator=generator, device=batch.x.device, dtype=batch.x.dtype)
+        return batch.x_pool.gather(1, idx.unsqueeze(-1).expand(R, n_extra, d)) + scale * noise
+
     def _direction_stages(self, batch: Batch, generator: torch.Generator):
-        R, n = self.n_trials, self.n_particles
-        trial = [trial_slice(batch, r) for r in range(R)]
-        x_extra = torch.stack([self.extra_points(b, generator) for b in trial])  # [R, B', d]
+        R, n, B = self.n_trials, self.n_particles, batch.x.shape[1]
+        x_extra = self.trial_extra_points(batch, generator)
         x_all = torch.cat([batch.x, x_extra], dim=1)  # [R, T, d]
-        prior_idx = self.prior_index(batch.x.shape[1], x_extra.shape[1])
-        moments = [self.function_prior_moments(x_all[r].index_select(0, prior_idx), generator) for r in range(R)]
-        precision = yield EagerStage(clipped_precision, (torch.stack([c for _, c in moments]), self.prior_eig_floor))
+        prior_idx = self.prior_index(B, x_extra.shape[1])
+        with torch.no_grad():
+            draws = prior_function_draws(self.spec, self.prior_std, x_all.index_select(1, prior_idx),
+                                         self.prior_draws, generator, self._layer_stds)  # [R, m, P, out]
+            mean, cov = moment_match(draws.reshape(R, self.prior_draws, -1))
+        precision = yield EagerStage(clipped_precision, (cov, self.prior_eig_floor))  # [R, K, K]
+        prior = GaussianFunctionPrior(mean.unsqueeze(1), precision)
         with torch.enable_grad():
             f = self.function_values(self.particles, self._per_particle(x_all))  # [R·n, T, out]
             f_leaf = f.detach().requires_grad_(True)
-            log_noise = self.particle_log_noise().detach()
-            target = torch.cat([
-                self.log_target(f_leaf[r * n:(r + 1) * n], trial[r], log_noise[r * n:(r + 1) * n],
-                                GaussianFunctionPrior(moments[r][0], precision[r]), prior_idx)
-                for r in range(R)])
+            log_prior = prior.log_prob(f_leaf[:, prior_idx].reshape(R, n, -1)).reshape(R * n)
+            target = self.trial_log_likelihood(f_leaf[:, :B], batch) + self.prior_scale * log_prior
             (g,) = torch.autograd.grad(target.sum(), f_leaf)
-            z, gz = f_leaf.detach().reshape(R * n, -1), g.reshape(R * n, -1)
-            phi = torch.cat([particle_direction(z[r * n:(r + 1) * n], gz[r * n:(r + 1) * n], self.rule)
-                             for r in range(R)]).reshape(f.shape)
-            (direction,) = torch.autograd.grad(f, self.particles, grad_outputs=phi)
+            phi = self.trial_direction(f_leaf.detach().reshape(R * n, -1), g.reshape(R * n, -1))
+            (direction,) = torch.autograd.grad(f, self.particles, grad_outputs=phi.reshape(f.shape))
         return direction, target.detach()
 
 
