@@ -130,24 +130,21 @@ step threads_piece 170 python3 experiments/bandit_table.py --envs wheel --steps 
   --only "thompson[bootstrap],thompson[mfvi],thompson[fsvgd]" --posteriors bootstrap,mfvi,fsvgd --out "$TP"
 cp "$TP/bandit_runs.csv" "$OUT/bandit_runs_threads_piece.csv" 2>/dev/null
 
-# ---- session 18, call 2: the 50,000-decision table, every Thompson agent's ten trials as one
-# trial-batched model in lock step (--parallel batched), the two bandits in two processes (their
-# three groups as threads on streams), LinFullPost and Uniform in CPU worker processes beside them
+# ---- the 50,000-decision table, every Thompson agent's ten trials as one trial-batched model in
+# lock step (--parallel batched). Session 18's call 2 ran the two bandits in two processes, which
+# time-slice the device; now both bandits' six groups are threads of one process (streams of one
+# context overlap). LinFullPost and Uniform in CPU worker processes beside them.
 step trial_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "trial"
 # the posterior's one memory pool for all its graphs (call 2 found per-capture pools piling up to 126 GiB)
 step graph_memory 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "memory_pool or thread or graph"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
-  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel --steps $FULL_DECISIONS --trials 10 \
-    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 3 --log-every 2500 \
+  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom --steps $FULL_DECISIONS --trials 10 \
+    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 6 --log-every 2500 \
     --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
-    --out $TB/wheel > $OUT/table_wheel.log 2>&1 &
-  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs mushroom --steps $FULL_DECISIONS --trials 10 \
-    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 3 --log-every 2500 \
-    --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
-    --out $TB/mushroom > $OUT/table_mushroom.log 2>&1 &
+    --out $TB/gpu > $OUT/table_gpu.log 2>&1 &
   timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom --steps $FULL_DECISIONS --trials 10 \
     --protocol fsvgd-paper --device cpu --parallel processes --workers 8 --only linear --posteriors mfvi \
     --out $TB/cpu > $OUT/table_cpu.log 2>&1 &
-  wait; tail -n 12 $OUT/table_wheel.log $OUT/table_mushroom.log $OUT/table_cpu.log"
+  wait; tail -n 12 $OUT/table_gpu.log $OUT/table_cpu.log"
