@@ -90,7 +90,7 @@ class _ReplayByCalling:
     staged: list[bool] = []
     pools: list = []
 
-    def __init__(self, step, index_like, generator, pool=None):
+    def __init__(self, step, index_like, generator, pool=None, side_stream=None):
         self.step, self.index = step, torch.empty_like(index_like)
         _ReplayByCalling.pools.append(pool)
         _ReplayByCalling.captures.append(index_like.numel())
@@ -121,6 +121,7 @@ def _pretend_graphs_work(monkeypatch, graph_cls=_ReplayByCalling):
     monkeypatch.setattr(cuda_graphs, "GraphedStep", graph_cls)
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: ENTRY_STREAM)
     monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())  # a stand-in pool (CPU tests)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: object())  # and side stream
     _ReplayByCalling.captures = []
     _ReplayByCalling.staged = []
     _ReplayByCalling.pools = []
@@ -171,7 +172,7 @@ def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
 
 def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_on(monkeypatch):
     class _FailingCapture:
-        def __init__(self, step, index_like, generator, pool=None):
+        def __init__(self, step, index_like, generator, pool=None, side_stream=None):
             raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(training, "graph_unavailable_reason", lambda post: None)
@@ -179,6 +180,7 @@ def test_a_failed_capture_warns_once_and_the_posterior_trains_eagerly_from_then_
     entry = _StubStream()
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: entry)
     monkeypatch.setattr(torch.cuda, "MemPool", lambda: object())
+    monkeypatch.setattr(torch.cuda, "Stream", lambda device=None: object())
     restored = []
     monkeypatch.setattr(torch.cuda, "set_stream", restored.append)
     x, y = _data()

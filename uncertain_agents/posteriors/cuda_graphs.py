@@ -141,10 +141,14 @@ class GraphedStep:
             device only by ``torch.cuda.empty_cache`` or an out-of-memory retry, and the retry is
             skipped while any thread captures: measured on an H200, a 50,000-decision bandit table
             filled 126 GiB with the pools of earlier refits, docs/speed.md.)
+        side_stream: the stream to capture on when the current one is the default stream (which
+            cannot capture); a posterior passes its own (:func:`graph_side_stream`), since the
+            allocator reuses a pool's freed blocks only on the stream that freed them.
     """
 
     def __init__(self, step: Callable[[Tensor], dict[str, Tensor] | Generator], index_like: Tensor,
-                 generator: torch.Generator, pool: "torch.cuda.MemPool | None" = None):
+                 generator: torch.Generator, pool: "torch.cuda.MemPool | None" = None,
+                 side_stream: "torch.cuda.Stream | None" = None):
         self.index = torch.empty_like(index_like)
         self.index.copy_(index_like)
         self.segments: list[tuple[torch.cuda.CUDAGraph, EagerStage | None, Tensor | None]] = []
@@ -156,7 +160,10 @@ class GraphedStep:
         # whole device, empty the allocator's cache and capture on one stream shared by every
         # thread. A capture cannot run on the default stream: from there it uses a side stream.
         home = torch.cuda.current_stream(device)
-        side = torch.cuda.Stream(device) if home == torch.cuda.default_stream(device) else home
+        if home != torch.cuda.default_stream(device):
+            side = home
+        else:
+            side = torch.cuda.Stream(device) if side_stream is None else side_stream
         side.wait_stream(home)
         stages, value, outputs = None, None, None
         with torch.cuda.stream(side):
@@ -207,6 +214,16 @@ def graph_pool(post: "Posterior") -> "torch.cuda.MemPool":
     return pool
 
 
+def graph_side_stream(post: "Posterior") -> "torch.cuda.Stream":
+    """The stream a posterior captures on when its fit runs on the default stream: one per
+    posterior, so every capture reuses the pool memory the previous one freed."""
+    stream = getattr(post, "_cuda_graph_stream", None)
+    if stream is None:
+        stream = torch.cuda.Stream(post.device)
+        post._cuda_graph_stream = stream
+    return stream
+
+
 def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor] | Generator], index: Tensor,
                 generator: torch.Generator) -> GraphedStep | None:
     """A :class:`GraphedStep` (which has run this step: its ``outputs``), or None (with a
@@ -215,7 +232,7 @@ def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor] | 
     step eagerly, which only draws again)."""
     entry_stream = torch.cuda.current_stream(post.device)
     try:
-        graphed = GraphedStep(step, index, generator, pool=graph_pool(post))
+        graphed = GraphedStep(step, index, generator, pool=graph_pool(post), side_stream=graph_side_stream(post))
         post._cuda_graph_captures = getattr(post, "_cuda_graph_captures", 0) + 1  # a diagnostic count
         return graphed
     except Exception as err:  # noqa: BLE001 — any capture failure means: train eagerly
