@@ -98,11 +98,26 @@ def row_and_curve(frame: pd.DataFrame, env_name: str, protocol: str, label: str,
     return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
 
 
+PROGRESS_COLUMNS = ["env", "protocol", "label", "trial", "steps", "decisions", "cumulative_regret", "seconds"]
+
+
+def append_progress(path: Path, rows: list[list]) -> None:
+    """Append checkpoint rows to ``progress.csv`` in one ``write`` (O_APPEND: whole lines even when
+    several processes write; a killed table keeps them)."""
+    text = "".join(",".join(str(v) for v in row) + "\n" for row in rows)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def run_batched(env_name: str, label: str, post: str, options: dict, trials: list[int], seeds: list[int],
-                steps: int, delta: float, protocol: str, device: str = "cpu",
-                log_every: int = 0) -> list[tuple[dict, pd.DataFrame]] | str:
+                steps: int, delta: float, protocol: str, device: str = "cpu", log_every: int = 0,
+                progress_path: str | None = None) -> list[tuple[dict, pd.DataFrame]] | str:
     """The trials of one Thompson agent as one trial-batched model in lock step (``--parallel batched``):
-    a CSV row and a curve per trial; ``seconds`` is the group's wall time (all its trials at once)."""
+    a CSV row and a curve per trial; ``seconds`` is the group's wall time divided by its trials (as
+    ``run_experiment`` reports it), and ``parallel`` says ``batched``."""
     torch.set_num_threads(1)
     data = load_mushroom() if env_name == "mushroom" else None
     t0 = time.perf_counter()
@@ -113,13 +128,19 @@ def run_batched(env_name: str, label: str, post: str, options: dict, trials: lis
         print(f"  {env_name} {label} trials {trials[0]}-{trials[-1]} (batched): {done[0] // len(trials)} decisions, "
               f"{time.perf_counter() - t0:.1f} s", flush=True)
 
+    def checkpoint(decisions: int, cumulative_regret) -> None:
+        seconds = round(time.perf_counter() - t0, 2)
+        append_progress(Path(progress_path), [[env_name, protocol, label, t, steps, decisions, round(float(c), 3),
+                                               seconds] for t, c in zip(trials, cumulative_regret)])
+
     try:
         frames = run_thompson_trials(post, options, seeds, env_name=env_name, steps=steps, delta=delta,
                                      mushroom_data=data, protocol=protocol, device=device,
-                                     progress=log if log_every > 0 else None, progress_every=max(1, log_every))
+                                     progress=log if log_every > 0 else None, progress_every=max(1, log_every),
+                                     checkpoint=checkpoint if progress_path and log_every > 0 else None)
     except Exception as err:  # a diverging method must not stop the table
         return f"{env_name} {label} trials {trials}: FAILED {type(err).__name__}: {err}"
-    seconds = time.perf_counter() - t0
+    seconds = (time.perf_counter() - t0) / len(trials)
     return [row_and_curve(f, env_name, protocol, label, t, s, steps, delta, seconds, "batched")
             for f, t, s in zip(frames, trials, seeds)]
 
@@ -191,6 +212,8 @@ def main(argv=None) -> int:
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
                              args.delta, protocol, args.device, args.log_every))
     mode = parallel_mode(args.parallel, args.device)
+    if args.log_every > 0 and not (args.out / "progress.csv").is_file():
+        append_progress(args.out / "progress.csv", [PROGRESS_COLUMNS])
     tasks = [(run_one, task) for task in todo]
     if mode == "batched":  # a Thompson agent's pending trials of one environment as one lock-step model
         groups: dict[tuple[str, str], list[tuple]] = {}
@@ -205,8 +228,11 @@ def main(argv=None) -> int:
         for (env_name, label), group in groups.items():
             _, _, _, post, options = group[0][:5]
             tasks.append((run_batched, (env_name, label, post, options, [t[5] for t in group], [t[6] for t in group],
-                                        args.steps, args.delta, protocol, args.device, args.log_every)))
+                                        args.steps, args.delta, protocol, args.device, args.log_every,
+                                        str(args.out / "progress.csv"))))
         mode = parallel_mode("auto", args.device)
+    if args.workers == 1:
+        mode = "threads"  # one run at a time: in this process (a single worker thread), no spawned process
     if mode == "threads":
         # one process: every run on its own CUDA stream (docs/speed.md, "GPU": streams of one
         # context overlap on the device, processes time-slice it)
@@ -240,6 +266,9 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
     if "protocol" not in runs:
         runs["protocol"] = "default"
     text = table(runs[runs["protocol"] == protocol], steps)
+    unfinished = partial_table(out, runs, steps, protocol)
+    if unfinished:
+        text += "\n\n" + unfinished
     print(text)
     atomic_write_text(out / "bandit_table.md", text + "\n")
     curves = pd.read_csv(out / "curves.csv")
@@ -254,6 +283,39 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
     if page is not None:
         write_page(page, out, runs[runs["protocol"] == protocol], text, steps, protocol)
     return 0
+
+
+def partial_table(out: Path, runs: pd.DataFrame, steps: int, protocol: str) -> str:
+    """Runs of this horizon that checkpointed (``progress.csv``, batched groups with ``--log-every``)
+    but did not finish: the decisions reached and the normalised regret there (100 × cumulative
+    regret / Uniform's at the same decision, from ``curves.csv``), mean ± s.e. over trials."""
+    path = out / "progress.csv"
+    if not path.is_file() or not (out / "curves.csv").is_file():
+        return ""
+    progress = pd.read_csv(path)
+    progress = progress[(progress["protocol"] == protocol) & (progress["steps"] == steps)]
+    done = set(zip(runs["env"], runs["label"], runs["trial"])) if not runs.empty else set()
+    progress = progress[[key not in done for key in zip(progress["env"], progress["label"], progress["trial"])]]
+    if progress.empty:
+        return ""
+    curves = pd.read_csv(out / "curves.csv")
+    uniform = curves[(curves["label"] == "uniform") & (curves.get("protocol", protocol) == protocol)]
+    uniform = uniform.drop_duplicates(["env", "trial", "step"], keep="last").set_index(["env", "trial", "step"])
+    last = progress.sort_values("decisions").groupby(["env", "label", "trial"]).tail(1)
+    lines = [f"Unfinished runs at {steps:,} steps (last checkpoint in progress.csv):", "",
+             "| env | agent | trials | decisions reached | normalised regret there | seconds |", "|---|---|---|---|---|---|"]
+    for (env, label), g in last.groupby(["env", "label"], sort=False):
+        keys = list(zip(g["env"], g["trial"], g["decisions"]))
+        base = uniform["cumulative_regret"].reindex(keys).to_numpy()
+        norm = 100.0 * g["cumulative_regret"].to_numpy() / base
+        norm = norm[np.isfinite(norm)]
+        if len(norm) == 0:
+            mean = "n/a (no Uniform curve point there)"
+        else:
+            mean = f"{norm.mean():.2f}" + (f" ± {norm.std(ddof=1) / np.sqrt(len(norm)):.2f}" if len(norm) > 1 else "")
+        lines.append(f"| {env} | {label} | {len(g)} | {int(g['decisions'].min()):,} | {mean} | "
+                     f"{g['seconds'].max():.0f} |")
+    return "\n".join(lines)
 
 
 def write_page(page: Path, out: Path, runs: pd.DataFrame, text: str, steps: int, protocol: str) -> None:

@@ -346,12 +346,14 @@ def trials_batchable(spec: AgentSpec, protocol: str = "default") -> bool:
 def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *, env_name: str, steps: int,
                         delta: float, mushroom_data=None, protocol="default", hidden=None, train_every=None,
                         train_steps=None, batch_size=None, initial_pulls=None, lr=None, device="cpu",
-                        progress: Callable[[int], None] | None = None, progress_every: int = 100) -> list[pd.DataFrame]:
+                        progress: Callable[[int], None] | None = None, progress_every: int = 100,
+                        checkpoint: Callable[[int, np.ndarray], None] | None = None) -> list[pd.DataFrame]:
     """Thompson sampling with ``posterior`` for ``len(trial_seeds)`` trials in lock step, one
     trial-batched model (:func:`~.lockstep.run_bandit_trials`), under ``protocol`` with the same
     settings :func:`make_agent` would use; trial ``r``'s environment is seeded by
     ``trial_seeds[r]``, the posterior by ``trial_seeds[0]`` and the decisions' draws by
-    ``trial_seeds[0] + 1``. Returns one :func:`~.run.run_bandit` frame per trial."""
+    ``trial_seeds[0] + 1``. Returns one :func:`~.run.run_bandit` frame per trial; ``checkpoint(decisions,
+    cumulative_regret[R])`` hears the partial results every ``progress_every`` decisions."""
     from ..posteriors.trials import make_trial_posterior
     from .lockstep import run_bandit_trials
 
@@ -369,7 +371,7 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
         batch_size=proto.batch_size if batch_size is None else batch_size,
         initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
         lr=proto.lr if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,
-        progress_every=progress_every)
+        progress_every=progress_every, checkpoint=checkpoint)
 
 
 def summarize(steps: pd.DataFrame) -> pd.DataFrame:

@@ -76,8 +76,8 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
                       train_every: int = 50, train_steps: TrainSteps = 100, batch_size: int = 512,
                       initial_pulls: int = DEFAULT_INITIAL_PULLS, lr: float | None = None,
                       reward_scale: float = 1.0, prior_std: float | None = None, seed: int | None = None,
-                      progress: Callable[[int], None] | None = None,
-                      progress_every: int = 100) -> list[pd.DataFrame]:
+                      progress: Callable[[int], None] | None = None, progress_every: int = 100,
+                      checkpoint: Callable[[int, np.ndarray], None] | None = None) -> list[pd.DataFrame]:
     """Thompson sampling on ``R = len(envs)`` environments in lock step, trial ``r`` acting with
     posterior ``r`` of the trial-batched ``posterior``.
 
@@ -91,6 +91,8 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         seed: seeds the generator the decisions' functions are drawn from (``None``: the
             posterior's own).
         progress: called with the number of decisions just completed, summed over trials.
+        checkpoint: called with the decisions done so far and every trial's cumulative regret
+            (``[R]``) at the same points as ``progress`` (partial results of a long run).
 
     Returns:
         One frame per trial in :func:`~.run.run_bandit`'s format.
@@ -155,8 +157,11 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
             posterior.fit(x, y, mask, steps=steps_for_refit(train_steps, n_fits), batch_size=batch_size, lr=lr)
             n_fits += 1
             functions = None
-        if progress is not None and (n % progress_every == 0 or n == steps):
-            progress(R * (n - (n - 1) // progress_every * progress_every if n == steps else progress_every))
+        if n % progress_every == 0 or n == steps:
+            if progress is not None:
+                progress(R * (n - (n - 1) // progress_every * progress_every if n == steps else progress_every))
+            if checkpoint is not None:
+                checkpoint(n, (optimal[:, :n] - rewards[:, :n]).sum(1))
     frames = []
     for r in range(R):
         regret = optimal[r] - rewards[r]
