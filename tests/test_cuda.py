@@ -79,7 +79,7 @@ def test_bench_runs_on_cuda():
     assert result["device"].startswith("cuda") and all_finite_positive(result)
 
 
-GRAPH_SAFE = [("mfvi", {}), ("bb-alpha", {}), ("map", {}), ("ensemble", {}), ("bootstrap", {}),
+GRAPH_SAFE = [("mfvi", {}), ("bb-alpha", {}), ("dropout-alpha", {}), ("map", {}), ("ensemble", {}), ("bootstrap", {}),
               ("fsvgd", {"noise_std": 0.1}), ("svgd", {"noise_std": 0.1})]  # particles: staged steps
 
 
@@ -145,13 +145,14 @@ def test_runs_in_threads_on_cuda_streams_match_one_by_one():
     assert threaded["action"].tolist() == serial["action"].tolist()
 
 
-@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "fsvgd"])
+@pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "dropout-alpha", "bootstrap", "fsvgd"])
 def test_trial_batched_fits_capture_their_step_on_cuda(name):
     """A trial-batched posterior (posteriors/trials.py) is graph-safe like its method: its fit on
     CUDA captures one step for all trials and trains every trial."""
     from uncertain_agents.posteriors.trials import make_trial_posterior
 
-    options = {"mfvi": {}, "bootstrap": {"n_members": 4}, "fsvgd": {"n_particles": 4}}[name]
+    options = {"mfvi": {}, "bb-alpha": {"train_samples": 4}, "dropout-alpha": {"train_samples": 4},
+               "bootstrap": {"n_members": 4}, "fsvgd": {"n_particles": 4}}[name]
     post = make_trial_posterior(name, trials=3, in_dim=3, out_dim=2, hidden=(16, 16), seed=0, noise_std=0.1,
                                 device="cuda", **options)
     post.set_units()

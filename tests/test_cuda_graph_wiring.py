@@ -43,7 +43,7 @@ def test_switch_follows_the_argument_then_the_environment(monkeypatch):
 
 def test_graph_safe_methods_are_declared():
     safe = {name for name in ua.available_posteriors() if _make(name).graph_safe_step}
-    assert {"mfvi", "bb-alpha", "map", "ensemble", "bootstrap"} <= safe
+    assert {"mfvi", "bb-alpha", "dropout-alpha", "map", "ensemble", "bootstrap"} <= safe
     # particles: capturable unless a learned noise is fitted on held-out rows (counted on the host)
     for name in ("fsvgd", "svgd"):
         assert not _make(name).graph_safe_step
@@ -127,7 +127,7 @@ def _pretend_graphs_work(monkeypatch, graph_cls=_ReplayByCalling):
     _ReplayByCalling.pools = []
 
 
-@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "bb-alpha"])
+@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "bb-alpha", "dropout-alpha"])
 def test_the_loop_with_a_captured_step_trains_exactly_as_eager(monkeypatch, name):
     x, y = _data()
     eager_post = _make(name)

@@ -18,7 +18,8 @@ from uncertain_agents.posteriors.function_prior import clipped_precision
 from uncertain_agents.posteriors.trials import TRIAL_METHODS, make_trial_posterior
 
 HIDDEN = (12, 12)
-OPTIONS = {"mfvi": {}, "bootstrap": {"n_members": 3}, "ensemble": {"n_members": 3}, "fsvgd": {"n_particles": 4},
+OPTIONS = {"mfvi": {}, "bb-alpha": {"train_samples": 4}, "dropout-alpha": {"train_samples": 4, "dropout": 0.2},
+           "bootstrap": {"n_members": 3}, "ensemble": {"n_members": 3}, "fsvgd": {"n_particles": 4},
            "svgd": {"n_particles": 4}}
 
 
@@ -50,7 +51,7 @@ def _batches(n_batch: int = 32):
     return one, stacked
 
 
-@pytest.mark.parametrize("name", ["mfvi", "bootstrap", "ensemble"])
+@pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "dropout-alpha", "bootstrap", "ensemble"])
 def test_one_trial_has_the_methods_own_loss_and_gradient(name):
     plain, batched = _pair(name)
     plain.prepare_data(96)
@@ -96,7 +97,7 @@ def test_a_trial_trains_the_same_whatever_the_other_trials_data(name):
             continue
         half = value.shape[0] // 2  # trial 0's rows (members/particles: the first R·M/2)
         assert torch.equal(value[:half], other[:half]), key
-        if value.is_floating_point() and key in ("mean", "members", "particles"):
+        if value.is_floating_point() and key in ("mean", "members", "particles", "params"):
             assert not torch.equal(value[half:], other[half:]), key
 
 
@@ -118,7 +119,7 @@ def test_trial_posteriors_check_their_inputs():
     with pytest.raises(ValueError, match="fixed noise_std"):
         make_trial_posterior("mfvi", trials=2, in_dim=2, out_dim=3)
     with pytest.raises(ValueError, match="no trial-batched form"):
-        make_trial_posterior("dropout-alpha", trials=2, in_dim=2, out_dim=3, noise_std=0.1)
+        make_trial_posterior("refined-vi", trials=2, in_dim=2, out_dim=3, noise_std=0.1)
     with pytest.raises(TypeError, match="unknown option"):
         make_trial_posterior("bootstrap", trials=2, in_dim=2, out_dim=3, n_particles=3)
     with pytest.raises(ValueError, match="trials must be a positive integer"):

@@ -81,6 +81,10 @@ class DropoutAlpha(Posterior):
 
     name = "dropout-alpha"
     bandit_defaults = {"input_dropout": 0.0}
+    #: fit on CUDA replays its step from a graph (posteriors/cuda_graphs.py): masks from the
+    #: posterior's generator, no host reads. Declared in session 18; its capture has not yet run on
+    #: a GPU (tests/test_cuda.py lists it) — a capture that fails warns once and trains eagerly.
+    graph_safe_step = True
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, alpha: float = 0.5,
                  train_samples: int = 10, dropout: float = 0.05, input_dropout: float = 0.1,

@@ -4,8 +4,8 @@ The bandit table of Wang et al. (2019) is ten trials of 50,000 decisions per met
 a trial's step is a few hundred kernels far too small to fill the device, so ten trials one
 after another (or in ten processes, which time-slice the device) cost ten times one
 (docs/speed.md, "GPU"). A trial-batched posterior holds the state of ``R`` trials side by side
-— ``mfvi``'s means and scales as ``[R, D]``, ``bootstrap``'s members and ``fsvgd``'s particles
-as ``[R·M, D]`` — and trains them in one step on ``R`` data sets of equal size
+— ``mfvi``'s / ``bb-alpha``'s means and scales and ``dropout-alpha``'s weights as ``[R, D]``,
+``bootstrap``'s members and ``fsvgd``'s particles as ``[R·M, D]`` — and trains them in one step on ``R`` data sets of equal size
 (``fit(x[R, N, d], y[R, N, out], mask[R, N, out])``): each trial draws its own minibatches,
 sees only its own rows, and its parameters get exactly the gradient its own objective gives
 (the step minimises the *sum* of the trials' objectives, and Adam is elementwise), so the
@@ -16,10 +16,10 @@ What differs from ``R`` separate posteriors: the random numbers. All trials draw
 generator, so trial ``r`` of a batched run is *a* run of the method, not the run that
 ``seed + r`` gives one by one (the worker-process and thread paths keep that identity).
 
-Supported methods (:data:`TRIAL_METHODS`): ``mfvi``, ``bootstrap``, ``ensemble``, ``fsvgd``,
-``svgd``. ``mfvi`` and the particle methods need a fixed ``noise_std`` (a learned noise would
-be one parameter shared by the trials); the bandit presets ``showdown`` and ``fsvgd-paper`` fix
-it. Units are never estimated from the data: call ``set_units`` before the first fit (the
+Supported methods (:data:`TRIAL_METHODS`): ``mfvi``, ``bb-alpha``, ``dropout-alpha``,
+``bootstrap``, ``ensemble``, ``fsvgd``, ``svgd`` — every method of the paper-preset bandit table.
+All but the point estimates need a fixed ``noise_std`` (a learned noise would be one parameter
+shared by the trials); the bandit presets ``showdown`` and ``fsvgd-paper`` fix it. Units are never estimated from the data: call ``set_units`` before the first fit (the
 bandit agents do; the runner does).
 """
 from __future__ import annotations
@@ -31,15 +31,18 @@ import torch
 from torch import Tensor, nn
 
 from ..function_sample import FunctionSample
-from ..network import MLPSpec
+from ..network import ACTIVATIONS, MLPSpec
+from ..objectives import power_mean_log
 from ..registry import method_options, resolve_name
 from ..validation import check_device, check_positive_float, check_positive_int
 from .base import Batch, FitResult, Posterior, TrainingContext
+from .bb_alpha import BlackBoxAlpha
 from .bootstrap import Bootstrap
 from .cuda_graphs import EagerStage
 from .data import check_training_data
-from .function_prior import GaussianFunctionPrior, clipped_precision, moment_match, prior_function_draws
+from .dropout_alpha import DropoutAlpha, _DroppedReLU
 from .fsvgd import FunctionSpaceSVGD
+from .function_prior import GaussianFunctionPrior, clipped_precision, moment_match, prior_function_draws
 from .mfvi import MeanFieldVI
 from .particle_rules import particle_direction
 from .point_estimates import Ensemble
@@ -165,20 +168,17 @@ class _FiniteTrials(TrialBatched):
                 torch.stack([noise[index] for _, noise, index in parts]))
 
 
-# ---------------------------------------------------------------------------- mfvi
-@_trial_method("mfvi")
-class TrialMeanFieldVI(TrialBatched, MeanFieldVI):
-    """``mfvi`` for ``R`` trials: ``mean``, ``log_std`` ``[R, D]``; the local reparameterisation
-    runs over the trial axis with batched products (composed operations, autograd's backward)."""
+# ----------------------------------------------------------------------- mean field
+class _TrialMeanField(TrialBatched):
+    """Factorised Gaussians ``mean``, ``log_std`` ``[R, D]``: trial ``r``'s in row ``r``."""
 
-    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
-        super().__init__(spec, likelihood, **kwargs)
+    def _stack_mean_field(self, trials: int) -> None:
         self._init_trials(trials)
         if self.learn_prior:
-            raise ValueError("trial-batched mfvi does not support learn_prior (one prior scale per trial)")
+            raise ValueError(f"trial-batched {self.name} does not support learn_prior (one prior scale per trial)")
         R = self.n_trials
         self.mean = nn.Parameter(torch.cat([self.mean.detach().unsqueeze(0),
-                                            spec.init_params(R - 1, generator=self._init_generator)])
+                                            self.spec.init_params(R - 1, generator=self._init_generator)])
                                  if R > 1 else self.mean.detach().unsqueeze(0))
         self.log_std = nn.Parameter(self.log_std.detach().unsqueeze(0).repeat(R, 1))
 
@@ -186,11 +186,40 @@ class TrialMeanFieldVI(TrialBatched, MeanFieldVI):
         with torch.no_grad():
             self.log_std.copy_((self.prior_std * self.init_std).log().expand_as(self.log_std))
 
+    def trial_draw(self, k: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """``k`` reparameterised draws per trial ``w[R, k, D]`` and their log ratios
+        ``log q(w) − log p0(w)`` ``[R, k]`` (:meth:`~.mean_field.MeanFieldGaussian.draw`'s
+        arithmetic, composed over the trial axis)."""
+        eps = torch.randn(self.n_trials, k, self.spec.num_params, generator=generator, device=self.device)
+        std = self.log_std.exp().unsqueeze(1)
+        w = self.mean.unsqueeze(1) + std * eps
+        log_q = -(self.log_std.unsqueeze(1) + 0.5 * eps.square()).sum(-1)
+        log_prior = self.prior_std.log()
+        scaled = w * torch.exp(-log_prior)
+        log_p = -(log_prior + 0.5 * scaled.square()).sum(-1)
+        return w, log_q - log_p
+
+    def _trial_functions(self, n: int, generator: torch.Generator):
+        eps = torch.randn(self.n_trials, n, self.spec.num_params, generator=generator, device=self.device)
+        return torch.addcmul(self.mean.unsqueeze(1), self.std.unsqueeze(1), eps), None
+
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
+        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
+
+
+@_trial_method("mfvi")
+class TrialMeanFieldVI(_TrialMeanField, MeanFieldVI):
+    """``mfvi`` for ``R`` trials: the local reparameterisation runs over the trial axis with
+    batched products (composed operations, autograd's backward)."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_mean_field(trials)
+
     def trial_forward(self, x: Tensor, k: int, generator: torch.Generator, variances: Tensor) -> Tensor:
         """``x[R, B, d] -> f[R, k, B, out]`` with per-example pre-activation noise, every trial
         through its own weights (``variances[R, D]``: the weights' ``std²``)."""
-        from ..network import ACTIVATIONS
-
         act = ACTIVATIONS[self.spec.activation]
         R, B = x.shape[0], x.shape[1]
         h = x if k == 1 else x.unsqueeze(1).expand(R, k, B, -1).reshape(R, k * B, -1)
@@ -212,13 +241,93 @@ class TrialMeanFieldVI(TrialBatched, MeanFieldVI):
         loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
         return -loglik.mean(dim=(1, 2)).sum() + kl / batch.n_data
 
+
+def _sum_of_trial_alpha_losses(loglik: Tensor, alpha: float) -> Tensor:
+    """``Σ_r −mean_b (1/α) log mean_k exp(α a_rkb)`` for ``a[R, k, B]`` (α = 0: ``Σ_r −mean_{k,b} a``)."""
+    if alpha == 0.0:
+        return -loglik.mean(dim=(1, 2)).sum()
+    return -power_mean_log(loglik.transpose(0, 1), alpha).mean(-1).sum()
+
+
+@_trial_method("bb-alpha")
+class TrialBlackBoxAlpha(_TrialMeanField, BlackBoxAlpha):
+    """``bb-alpha`` for ``R`` trials: ``K`` weight draws per trial, one forward of the ``R·K``
+    sampled networks each on its trial's batch, each trial's energy."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._stack_mean_field(trials)
+
+    def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The sum over trials of each trial's BB-α energy per data point
+        (:func:`~uncertain_agents.objectives.bb_alpha_energy` on its own batch)."""
+        R, k = self.n_trials, self.train_samples
+        w, log_ratio = self.trial_draw(k, generator)  # [R, k, D], [R, k]
+        x = batch.x.unsqueeze(1).expand(R, k, *batch.x.shape[1:]).reshape(R * k, *batch.x.shape[1:])
+        f = self.spec.forward(w.reshape(R * k, -1), x).view(R, k, *batch.y.shape[1:])
+        y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        if self.alpha == 0.0:
+            return _sum_of_trial_alpha_losses(loglik, 0.0) + log_ratio.mean(1).sum() / batch.n_data
+        return _sum_of_trial_alpha_losses(loglik - log_ratio.unsqueeze(-1) / batch.n_data, self.alpha)
+
+
+@_trial_method("dropout-alpha")
+class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
+    """``dropout-alpha`` for ``R`` trials: weights ``params[R, D]``, ``K`` masks per example per
+    trial, each trial's α-objective and weight decay."""
+
+    def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
+        super().__init__(spec, likelihood, **kwargs)
+        self._init_trials(trials)
+        R = self.n_trials
+        extra = self.spec.init_params(R - 1, generator=self._init_generator) if R > 1 else None
+        first = self.params.detach().unsqueeze(0)
+        self.params = nn.Parameter(first if extra is None else torch.cat([first, extra]))
+
+    def trial_masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
+        """``x[R, B, d]`` with keep-masks ``[R, k, B, fan_in]`` per layer -> ``f[R, k, B, out]``
+        (:meth:`~.dropout_alpha.DropoutAlpha.masked_forward` per trial, its own weights)."""
+        act = ACTIVATIONS[self.spec.activation]
+        relu = self.spec.activation == "relu"
+        R = x.shape[0]
+        k = next((m.shape[1] for m in keep if m is not None), 1)
+        h = x  # [R, B, d]: shared by the k mask sets until the first mask
+        for i, ((w, b), m, p) in enumerate(zip(self.spec.unflatten(self.params), keep, self.rates)):
+            if m is not None:
+                m = m.view(torch.uint8).to(h.dtype) if m.dtype == torch.bool else m
+                if h.dim() == 3:
+                    h = h.unsqueeze(1)  # [R, 1, B, in], broadcast over the masks
+                h = _DroppedReLU.apply(h, m) if i > 0 and relu else (act(h) if i > 0 else h) * m
+                w = w * (1.0 / (1.0 - p))
+            elif i > 0:
+                h = act(h)
+            rows = h.reshape(R, -1, h.shape[-1])
+            h = torch.baddbmm(b.unsqueeze(1), rows, w).view(*h.shape[:-1], -1)
+        return h.unsqueeze(1).expand(R, k, -1, -1) if h.dim() == 3 else h
+
+    def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The sum over trials of each trial's α-dropout loss plus weight decay (the method's
+        :meth:`~.dropout_alpha.DropoutAlpha.loss` on its own batch)."""
+        R, B = batch.x.shape[0], batch.x.shape[1]
+        keep = self.draw_keep((R, self.train_samples, B), generator, self.params.dtype)
+        f = self.trial_masked_forward(batch.x, keep)
+        y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        return _sum_of_trial_alpha_losses(loglik, self.alpha) + self.weight_decay(batch.n_data)
+
     def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
         """One Adam step on the sum of the trials' objectives (trace: their mean)."""
         return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
 
     def _trial_functions(self, n: int, generator: torch.Generator):
-        eps = torch.randn(self.n_trials, n, self.spec.num_params, generator=generator, device=self.device)
-        return torch.addcmul(self.mean.unsqueeze(1), self.std.unsqueeze(1), eps), None
+        R = self.n_trials
+        masks = self.draw_masks((R, n), generator)  # per layer [R, n, fan_in] or None
+        folded = []
+        for (w, b), m in zip(self.spec.unflatten(self.params), masks):  # w [R, in, out], b [R, out]
+            w = w.unsqueeze(1).expand(R, n, -1, -1) if m is None else m.unsqueeze(-1) * w.unsqueeze(1)
+            folded.append((w.reshape(R * n, *w.shape[2:]), b.unsqueeze(1).expand(R, n, -1).reshape(R * n, -1)))
+        return self.spec.flatten(folded).view(R, n, -1), None
 
 
 # ------------------------------------------------------------------- point estimates
