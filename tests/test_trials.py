@@ -117,7 +117,7 @@ def test_trial_fits_train_every_trial_towards_its_data():
 
 def test_trial_posteriors_check_their_inputs():
     with pytest.raises(ValueError, match="fixed noise_std"):
-        make_trial_posterior("mfvi", trials=2, in_dim=2, out_dim=3)
+        make_trial_posterior("fsvgd", trials=2, in_dim=2, out_dim=3)
     with pytest.raises(ValueError, match="no trial-batched form"):
         make_trial_posterior("refined-vi", trials=2, in_dim=2, out_dim=3, noise_std=0.1)
     with pytest.raises(TypeError, match="unknown option"):
@@ -168,11 +168,12 @@ def test_lockstep_runner_plays_thompson_sampling_in_every_trial():
 
 def test_run_experiment_batched_runs_thompson_trials_as_one_model_and_the_rest_as_usual():
     specs = [AgentSpec("uniform"), AgentSpec("linear"),
-             AgentSpec("thompson", "bootstrap", {"n_members": 3}), AgentSpec("thompson", "dropout-alpha")]
+             AgentSpec("thompson", "bootstrap", {"n_members": 3}), AgentSpec("thompson", "refined-vi")]
     kw = dict(steps=60, trials=2, seed=3, delta=0.6, train_every=20, train_steps=4, hidden=(8,))
     assert trials_batchable(specs[2]) and not trials_batchable(specs[3]) and not trials_batchable(specs[1])
-    assert trials_batchable(AgentSpec("thompson", "mfvi"), "fsvgd-paper")  # the preset fixes the noise
-    assert not trials_batchable(AgentSpec("thompson", "mfvi"))
+    assert trials_batchable(AgentSpec("thompson", "mfvi"))  # a learned noise is one per trial
+    assert trials_batchable(AgentSpec("thompson", "fsvgd"), "fsvgd-paper")  # the preset fixes the noise
+    assert not trials_batchable(AgentSpec("thompson", "fsvgd"))  # held-out noise fitting: one by one
     serial = run_experiment("wheel", specs, **kw)
     batched = run_experiment("wheel", specs, parallel="batched", **kw)
     assert batched["label"].tolist() == serial["label"].tolist()
@@ -190,3 +191,27 @@ def test_particle_rules_other_than_svgd_run_trial_by_trial():
     post.set_units()
     result = post.fit(x, y, mask, steps=20, batch_size=32)
     assert np.isfinite(result.losses).all() and len(post.sample_trials(3)) == 2
+
+
+@pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "dropout-alpha"])
+def test_a_learned_noise_is_one_per_trial(name):
+    """Without noise_std each trial learns its own noise: one trial gives the method's own loss,
+    and a trial whose rewards are noisier ends with a larger noise."""
+    plain = make_posterior(name, in_dim=2, out_dim=3, hidden=HIDDEN, seed=4, **OPTIONS[name])
+    one = make_trial_posterior(name, trials=1, in_dim=2, out_dim=3, hidden=HIDDEN, seed=4, **OPTIONS[name])
+    for post in (plain, one):
+        post.set_units()
+    batch, stacked = _batches()
+    assert torch.allclose(plain.loss(batch, torch.Generator().manual_seed(2)),
+                          one.trial_loss(stacked, torch.Generator().manual_seed(2)), rtol=1e-5, atol=1e-6)
+    x, y, mask = _bandit_data(2, n=192)
+    g = torch.Generator().manual_seed(7)
+    y = y.clone()
+    y[1] = y[1] + mask[1] * 1.5 * torch.randn(y[1].shape, generator=g)  # trial 1: much noisier rewards
+    post = make_trial_posterior(name, trials=2, in_dim=2, out_dim=3, hidden=HIDDEN, seed=4, **OPTIONS[name])
+    post.set_units()
+    post.fit(x, y, mask, steps=400, batch_size=64, lr=1e-2)
+    noise = post.trial_log_noise_std().exp()  # [2, out]
+    assert noise.shape == (2, 3) and bool((noise[1] > 2 * noise[0]).all())
+    samples = post.sample_trials(3)
+    assert torch.allclose(samples[1].noise_std, noise[1].expand(3, -1))

@@ -18,8 +18,9 @@ generator, so trial ``r`` of a batched run is *a* run of the method, not the run
 
 Supported methods (:data:`TRIAL_METHODS`): ``mfvi``, ``bb-alpha``, ``dropout-alpha``,
 ``bootstrap``, ``ensemble``, ``fsvgd``, ``svgd`` — every method of the paper-preset bandit table.
-All but the point estimates need a fixed ``noise_std`` (a learned noise would be one parameter
-shared by the trials); the bandit presets ``showdown`` and ``fsvgd-paper`` fix it. Units are never estimated from the data: call ``set_units`` before the first fit (the
+A learned regression noise is one per trial; only the particle methods need a fixed
+``noise_std`` (their learned noise is fitted on held-out rows; the bandit presets ``showdown`` and
+``fsvgd-paper`` fix it). Units are never estimated from the data: call ``set_units`` before the first fit (the
 bandit agents do; the runner does).
 """
 from __future__ import annotations
@@ -78,8 +79,24 @@ class TrialBatched:
         if self.kind != "gaussian":
             raise ValueError(f"trial-batched {self.name} supports likelihood='gaussian' only (bandit rewards)")
         if self.needs_fixed_noise and self.fixed_noise_std is None:
-            raise ValueError(f"trial-batched {self.name} needs a fixed noise_std (a learned noise would be one "
-                             f"parameter shared by the trials); the bandit presets fix it, e.g. noise_std=0.1")
+            raise ValueError(f"trial-batched {self.name} needs a fixed noise_std (its learned noise is fitted on "
+                             f"held-out rows, one trial at a time); the bandit presets fix it, e.g. noise_std=0.1")
+
+    def _learn_noise_per_trial(self) -> None:
+        """A learned regression noise becomes one per trial (``trial_log_noise[R, out]``); the
+        likelihood's shared one is frozen."""
+        self.trial_log_noise = None
+        if self.fixed_noise_std is None:
+            shared = self.likelihood.log_noise_std
+            shared.requires_grad_(False)
+            self.trial_log_noise = nn.Parameter(shared.detach().unsqueeze(0).repeat(self.n_trials, 1))
+
+    def trial_log_noise_std(self) -> Tensor:
+        """``[R, out]`` every trial's log noise std in training units (learned or fixed)."""
+        learned = getattr(self, "trial_log_noise", None)
+        if learned is not None:
+            return learned
+        return self.log_noise_std_train().expand(self.n_trials, -1)
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,
@@ -135,9 +152,9 @@ class TrialBatched:
         n = check_positive_int(n, "n")
         gen = self._check_generator(generator)
         out = []
-        for params, log_noise, index in self._trial_sample_parts(n, gen):
+        for r, (params, log_noise, index) in enumerate(self._trial_sample_parts(n, gen)):
             if log_noise is None:
-                log_noise = self.log_noise_std_train().expand(params.shape[0], -1)
+                log_noise = self.trial_log_noise_std()[r].expand(params.shape[0], -1)
             out.append(FunctionSample(params.detach().clone(), self.spec, self.x_loc, self.x_scale, self.y_loc,
                                       self.y_scale, (log_noise.exp() * self.y_scale).detach(), index=index))
         return out
@@ -169,11 +186,24 @@ class _FiniteTrials(TrialBatched):
 
 
 # ----------------------------------------------------------------------- mean field
+def _noise_view(post: TrialBatched, f: Tensor) -> Tensor:
+    """Every trial's log noise std shaped to broadcast against ``f[R, ..., out]``."""
+    noise = post.trial_log_noise_std()
+    return noise.view(noise.shape[0], *([1] * (f.dim() - 2)), noise.shape[1])
+
+
 class _TrialMeanField(TrialBatched):
-    """Factorised Gaussians ``mean``, ``log_std`` ``[R, D]``: trial ``r``'s in row ``r``."""
+    """Factorised Gaussians ``mean``, ``log_std`` ``[R, D]``: trial ``r``'s in row ``r``; a learned
+    noise is one per trial."""
+
+    needs_fixed_noise = False
+
+    def _noise_for(self, f: Tensor) -> Tensor:
+        return _noise_view(self, f)
 
     def _stack_mean_field(self, trials: int) -> None:
         self._init_trials(trials)
+        self._learn_noise_per_trial()
         if self.learn_prior:
             raise ValueError(f"trial-batched {self.name} does not support learn_prior (one prior scale per trial)")
         R = self.n_trials
@@ -238,7 +268,7 @@ class TrialMeanFieldVI(_TrialMeanField, MeanFieldVI):
         variances, kl = self.variances_and_kl()  # kl: the sum of the trials' KLs
         f = self.trial_forward(batch.x, self.train_samples, generator, variances)
         y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
-        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self._noise_for(f))  # [R, k, B]
         return -loglik.mean(dim=(1, 2)).sum() + kl / batch.n_data
 
 
@@ -266,7 +296,7 @@ class TrialBlackBoxAlpha(_TrialMeanField, BlackBoxAlpha):
         x = batch.x.unsqueeze(1).expand(R, k, *batch.x.shape[1:]).reshape(R * k, *batch.x.shape[1:])
         f = self.spec.forward(w.reshape(R * k, -1), x).view(R, k, *batch.y.shape[1:])
         y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
-        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self._noise_for(f))  # [R, k, B]
         if self.alpha == 0.0:
             return _sum_of_trial_alpha_losses(loglik, 0.0) + log_ratio.mean(1).sum() / batch.n_data
         return _sum_of_trial_alpha_losses(loglik - log_ratio.unsqueeze(-1) / batch.n_data, self.alpha)
@@ -275,11 +305,17 @@ class TrialBlackBoxAlpha(_TrialMeanField, BlackBoxAlpha):
 @_trial_method("dropout-alpha")
 class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
     """``dropout-alpha`` for ``R`` trials: weights ``params[R, D]``, ``K`` masks per example per
-    trial, each trial's α-objective and weight decay."""
+    trial, each trial's α-objective and weight decay; a learned noise is one per trial."""
+
+    needs_fixed_noise = False
+
+    def _noise_for(self, f: Tensor) -> Tensor:
+        return _noise_view(self, f)
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self._init_trials(trials)
+        self._learn_noise_per_trial()
         R = self.n_trials
         extra = self.spec.init_params(R - 1, generator=self._init_generator) if R > 1 else None
         first = self.params.detach().unsqueeze(0)
@@ -313,7 +349,7 @@ class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
         keep = self.draw_keep((R, self.train_samples, B), generator, self.params.dtype)
         f = self.trial_masked_forward(batch.x, keep)
         y, mask = batch.y.unsqueeze(1), None if batch.mask is None else batch.mask.unsqueeze(1)
-        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self.log_noise_std_train())  # [R, k, B]
+        loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self._noise_for(f))  # [R, k, B]
         return _sum_of_trial_alpha_losses(loglik, self.alpha) + self.weight_decay(batch.n_data)
 
     def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
