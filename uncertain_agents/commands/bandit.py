@@ -73,7 +73,7 @@ def register(sub) -> None:
                    help="how --workers runs side by side: processes (spawned, one torch thread each), threads "
                         "(one process; on CUDA every run on its own stream, which the GPU overlaps), batched "
                         "(the trials of a Thompson agent as one trial-batched model in lock step, for mfvi, "
-                        "bb-alpha, dropout-alpha, bootstrap, ensemble, fsvgd, svgd with a fixed noise; other "
+                        "bb-alpha, dropout-alpha, bootstrap, ensemble, and fsvgd / svgd with a fixed noise; other "
                         "random numbers than one by one), auto (default: threads on CUDA, processes on a CPU)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
