@@ -82,6 +82,16 @@ class TrialBatched:
             raise ValueError(f"trial-batched {self.name} needs a fixed noise_std (its learned noise is fitted on "
                              f"held-out rows, one trial at a time); the bandit presets fix it, e.g. noise_std=0.1")
 
+    def _stacked(self, first: Tensor) -> nn.Parameter:
+        """Trial 0 keeps the method's own initialisation ``first[m, D]`` (so one trial starts where
+        the plain posterior with the same seed does); trials 1 … R−1 get fresh networks from the
+        initialisation generator: ``[R·m, D]``."""
+        first = first.detach()
+        if self.n_trials == 1:
+            return nn.Parameter(first)
+        extra = self.spec.init_params((self.n_trials - 1) * first.shape[0], generator=self._init_generator)
+        return nn.Parameter(torch.cat([first, extra.to(first.device, first.dtype)]))
+
     def _learn_noise_per_trial(self) -> None:
         """A learned regression noise becomes one per trial (``trial_log_noise[R, out]``); the
         likelihood's shared one is frozen."""
@@ -97,6 +107,11 @@ class TrialBatched:
         if learned is not None:
             return learned
         return self.log_noise_std_train().expand(self.n_trials, -1)
+
+    def _noise_for(self, f: Tensor) -> Tensor:
+        """Every trial's log noise std shaped to broadcast against ``f[R, ..., out]``."""
+        noise = self.trial_log_noise_std()
+        return noise.view(noise.shape[0], *([1] * (f.dim() - 2)), noise.shape[1])
 
     # ------------------------------------------------------------------ fit
     def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,
@@ -175,9 +190,39 @@ def _stack_fixed_noise(post: Posterior, m: int) -> Tensor:
     return post.log_noise_std_train().expand(m, -1)
 
 
+class _SummedTrialLoss(TrialBatched):
+    """Trials trained by plain gradient descent on the sum of their objectives (``trial_loss``)."""
+
+    def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
+        """The sum over trials of each trial's objective per data point, differentiable."""
+        raise NotImplementedError
+
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """One Adam step on the sum of the trials' objectives (trace: their mean): each trial's
+        parameters get exactly its own objective's gradient."""
+        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
+
+
 class _FiniteTrials(TrialBatched):
-    """Trials whose posterior is a finite set of functions (members, particles): the draws are
-    indices into each trial's own set (:meth:`_trial_sample_parts`)."""
+    """Trials whose posterior is a finite set of ``m`` functions (members, particles) stacked as
+    ``[R·m, D]``, trial ``r`` owning rows ``r·m … r·m + m − 1``: the draws are indices into each
+    trial's own set (:meth:`_trial_sample_parts`)."""
+
+    def _function_set(self) -> tuple[Tensor, Tensor, int]:
+        """``(functions[R·m, D], log noise[R·m, out], m)``."""
+        raise NotImplementedError
+
+    def _per_function(self, t: Tensor) -> Tensor:
+        """``t[R, B, ...]`` -> ``[R·m, B, ...]``: each trial's rows for each of its functions."""
+        R, m = self.n_trials, self._function_set()[2]
+        return t.unsqueeze(1).expand(R, m, *t.shape[1:]).reshape(R * m, *t.shape[1:])
+
+    def _trial_sample_parts(self, n: int, generator: torch.Generator):
+        functions, noise, m = self._function_set()
+        R = self.n_trials
+        index = torch.randint(m, (R, n), generator=generator, device=self.device)
+        functions, noise = functions.view(R, m, -1), noise.view(R, m, -1)
+        return [(functions[r], noise[r], index[r]) for r in range(R)]
 
     def _trial_functions(self, n: int, generator: torch.Generator):
         parts = self._trial_sample_parts(n, generator)
@@ -186,31 +231,19 @@ class _FiniteTrials(TrialBatched):
 
 
 # ----------------------------------------------------------------------- mean field
-def _noise_view(post: TrialBatched, f: Tensor) -> Tensor:
-    """Every trial's log noise std shaped to broadcast against ``f[R, ..., out]``."""
-    noise = post.trial_log_noise_std()
-    return noise.view(noise.shape[0], *([1] * (f.dim() - 2)), noise.shape[1])
-
-
-class _TrialMeanField(TrialBatched):
+class _TrialMeanField(_SummedTrialLoss):
     """Factorised Gaussians ``mean``, ``log_std`` ``[R, D]``: trial ``r``'s in row ``r``; a learned
     noise is one per trial."""
 
     needs_fixed_noise = False
-
-    def _noise_for(self, f: Tensor) -> Tensor:
-        return _noise_view(self, f)
 
     def _stack_mean_field(self, trials: int) -> None:
         self._init_trials(trials)
         self._learn_noise_per_trial()
         if self.learn_prior:
             raise ValueError(f"trial-batched {self.name} does not support learn_prior (one prior scale per trial)")
-        R = self.n_trials
-        self.mean = nn.Parameter(torch.cat([self.mean.detach().unsqueeze(0),
-                                            self.spec.init_params(R - 1, generator=self._init_generator)])
-                                 if R > 1 else self.mean.detach().unsqueeze(0))
-        self.log_std = nn.Parameter(self.log_std.detach().unsqueeze(0).repeat(R, 1))
+        self.mean = self._stacked(self.mean.unsqueeze(0))
+        self.log_std = nn.Parameter(self.log_std.detach().unsqueeze(0).repeat(self.n_trials, 1))
 
     def _on_prior_change(self) -> None:
         with torch.no_grad():
@@ -232,10 +265,6 @@ class _TrialMeanField(TrialBatched):
     def _trial_functions(self, n: int, generator: torch.Generator):
         eps = torch.randn(self.n_trials, n, self.spec.num_params, generator=generator, device=self.device)
         return torch.addcmul(self.mean.unsqueeze(1), self.std.unsqueeze(1), eps), None
-
-    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
-        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
-        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
 
 
 @_trial_method("mfvi")
@@ -303,23 +332,17 @@ class TrialBlackBoxAlpha(_TrialMeanField, BlackBoxAlpha):
 
 
 @_trial_method("dropout-alpha")
-class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
+class TrialDropoutAlpha(_SummedTrialLoss, DropoutAlpha):
     """``dropout-alpha`` for ``R`` trials: weights ``params[R, D]``, ``K`` masks per example per
     trial, each trial's α-objective and weight decay; a learned noise is one per trial."""
 
     needs_fixed_noise = False
 
-    def _noise_for(self, f: Tensor) -> Tensor:
-        return _noise_view(self, f)
-
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, trials: int, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self._init_trials(trials)
         self._learn_noise_per_trial()
-        R = self.n_trials
-        extra = self.spec.init_params(R - 1, generator=self._init_generator) if R > 1 else None
-        first = self.params.detach().unsqueeze(0)
-        self.params = nn.Parameter(first if extra is None else torch.cat([first, extra]))
+        self.params = self._stacked(self.params.unsqueeze(0))
 
     def trial_masked_forward(self, x: Tensor, keep: list[Tensor | None]) -> Tensor:
         """``x[R, B, d]`` with keep-masks ``[R, k, B, fan_in]`` per layer -> ``f[R, k, B, out]``
@@ -352,10 +375,6 @@ class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
         loglik = self.likelihood.log_prob(f, y, mask, log_noise_std=self._noise_for(f))  # [R, k, B]
         return _sum_of_trial_alpha_losses(loglik, self.alpha) + self.weight_decay(batch.n_data)
 
-    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
-        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
-        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
-
     def _trial_functions(self, n: int, generator: torch.Generator):
         R = self.n_trials
         masks = self.draw_masks((R, n), generator)  # per layer [R, n, fan_in] or None
@@ -367,35 +386,30 @@ class TrialDropoutAlpha(TrialBatched, DropoutAlpha):
 
 
 # ------------------------------------------------------------------- point estimates
-class _TrialMembers(_FiniteTrials):
+class _TrialMembers(_SummedTrialLoss, _FiniteTrials):
     """Members ``[R·M, D]``: trial ``r`` owns rows ``r·M … r·M + M − 1``."""
 
     needs_fixed_noise = False
 
     def _stack_members(self, trials: int) -> None:
         self._init_trials(trials)
-        R, M = self.n_trials, self.n_members
-        extra = self.spec.init_params(R * M - M, generator=self._init_generator) if R > 1 else None
-        members = self.members.detach() if extra is None else torch.cat([self.members.detach(), extra])
-        self.members = nn.Parameter(members)
+        self.members = self._stacked(self.members)
         if self.member_log_noise_std is not None:
-            self.member_log_noise_std = nn.Parameter(self.member_log_noise_std.detach().repeat(R, 1))
+            self.member_log_noise_std = nn.Parameter(self.member_log_noise_std.detach().repeat(self.n_trials, 1))
 
     def member_log_noise(self) -> Tensor:
         if self.member_log_noise_std is not None:
             return self.member_log_noise_std
         return _stack_fixed_noise(self, self.members.shape[0])
 
-    def _per_member(self, t: Tensor) -> Tensor:
-        """``t[R, B, ...]`` -> ``[R·M, B, ...]``: each trial's rows for each of its members."""
-        R, M = self.n_trials, self.n_members
-        return t.unsqueeze(1).expand(R, M, *t.shape[1:]).reshape(R * M, *t.shape[1:])
+    def _function_set(self) -> tuple[Tensor, Tensor, int]:
+        return self.members, self.member_log_noise(), self.n_members
 
     def member_loglik(self, batch: Batch) -> Tensor:
         """``[R·M, B]`` log-likelihood of each member on its trial's batch."""
-        f = self.spec.forward(self.members, self._per_member(batch.x))
-        mask = None if batch.mask is None else self._per_member(batch.mask)
-        return self.likelihood.log_prob(f, self._per_member(batch.y), mask,
+        f = self.spec.forward(self.members, self._per_function(batch.x))
+        mask = None if batch.mask is None else self._per_function(batch.mask)
+        return self.likelihood.log_prob(f, self._per_function(batch.y), mask,
                                         log_noise_std=self.member_log_noise().unsqueeze(1))
 
     def penalty(self, n_data: int) -> Tensor:
@@ -412,17 +426,6 @@ class _TrialMembers(_FiniteTrials):
             loglik = loglik * weights
         per_member = -loglik.mean(-1) + self.penalty(batch.n_data)  # [R·M]
         return per_member.view(self.n_trials, self.n_members).mean(1).sum()
-
-    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
-        """One Adam step on the sum of the trials' objectives (trace: their mean)."""
-        return {MAIN_LOSS: ctx.minimize(self.trial_loss(batch, ctx.generator), "main") / self.n_trials}
-
-    def _trial_sample_parts(self, n: int, generator: torch.Generator):
-        R, M = self.n_trials, self.n_members
-        index = torch.randint(M, (R, n), generator=generator, device=self.device)
-        members = self.members.view(R, M, -1)
-        noise = self.member_log_noise().view(R, M, -1)
-        return [(members[r], noise[r], index[r]) for r in range(R)]
 
 
 @_trial_method("ensemble")
@@ -473,30 +476,19 @@ class _TrialParticles(_FiniteTrials):
 
     def _stack_particles(self, trials: int) -> None:
         self._init_trials(trials)
-        R, n = self.n_trials, self.n_particles
-        extra = self.spec.init_params(R * n - n, generator=self._init_generator) if R > 1 else None
-        self.particles = nn.Parameter(self.particles.detach() if extra is None
-                                      else torch.cat([self.particles.detach(), extra]))
+        self.particles = self._stacked(self.particles)
 
     def particle_log_noise(self) -> Tensor:
         return _stack_fixed_noise(self, self.particles.shape[0])
 
-    def _per_particle(self, t: Tensor) -> Tensor:
-        R, n = self.n_trials, self.n_particles
-        return t.unsqueeze(1).expand(R, n, *t.shape[1:]).reshape(R * n, *t.shape[1:])
-
-    def _trial_sample_parts(self, n: int, generator: torch.Generator):
-        R, m = self.n_trials, self.n_particles
-        index = torch.randint(m, (R, n), generator=generator, device=self.device)
-        particles = self.particles.view(R, m, -1)
-        noise = self.particle_log_noise().view(R, m, -1)
-        return [(particles[r], noise[r], index[r]) for r in range(R)]
+    def _function_set(self) -> tuple[Tensor, Tensor, int]:
+        return self.particles, self.particle_log_noise(), self.n_particles
 
     def trial_log_likelihood(self, f: Tensor, batch: Batch) -> Tensor:
         """``[R·n]`` every particle's ``(N/B) log p(y_B | f_B)`` on its trial's batch (``f[R·n, B, out]``)."""
-        mask = None if batch.mask is None else self._per_particle(batch.mask)
+        mask = None if batch.mask is None else self._per_function(batch.mask)
         log_noise = self.particle_log_noise().detach().unsqueeze(1)
-        rows = self.likelihood.log_prob(f, self._per_particle(batch.y), mask, log_noise_std=log_noise)
+        rows = self.likelihood.log_prob(f, self._per_function(batch.y), mask, log_noise_std=log_noise)
         return rows.sum(1) * (batch.n_data / batch.x.shape[1])
 
     def trial_direction(self, z: Tensor, g: Tensor) -> Tensor:
@@ -520,7 +512,7 @@ class TrialSVGD(_TrialParticles, WeightSpaceSVGD):
     def _direction(self, batch: Batch, generator: torch.Generator):
         with torch.enable_grad():
             w = self.particles.detach().requires_grad_(True)
-            f = self.spec.forward(w, self._per_particle(batch.x))  # [R·n, B, out]
+            f = self.spec.forward(w, self._per_function(batch.x))  # [R·n, B, out]
             target = self.trial_log_likelihood(f, batch) - 0.5 * (w / self.prior_std).square().sum(1)
             (g,) = torch.autograd.grad(target.sum(), w)
         return self.trial_direction(w.detach(), g), target.detach()
@@ -561,7 +553,7 @@ class TrialFSVGD(_TrialParticles, FunctionSpaceSVGD):
         precision = yield EagerStage(clipped_precision, (cov, self.prior_eig_floor))  # [R, K, K]
         prior = GaussianFunctionPrior(mean.unsqueeze(1), precision)
         with torch.enable_grad():
-            f = self.function_values(self.particles, self._per_particle(x_all))  # [R·n, T, out]
+            f = self.function_values(self.particles, self._per_function(x_all))  # [R·n, T, out]
             f_leaf = f.detach().requires_grad_(True)
             log_prior = prior.log_prob(f_leaf[:, prior_idx].reshape(R, n, -1)).reshape(R * n)
             target = self.trial_log_likelihood(f_leaf[:, :B], batch) + self.prior_scale * log_prior
