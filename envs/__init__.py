@@ -5,7 +5,7 @@ Importing the package registers ``WheelBandit-v0``, ``MushroomBandit-v0`` and
 """
 from gymnasium.envs.registration import register, registry
 
-from .base import ContextualBanditEnv
+from .base import ContextualBanditEnv, PlayedRounds
 from .classification import ClassificationBandit
 from .mushroom import MushroomBandit
 from .wheel import WheelBandit, uniform_expected_regret, wheel_expected_rewards
@@ -16,5 +16,5 @@ for _id, _entry in (("WheelBandit-v0", "envs.wheel:WheelBandit"),
     if _id not in registry:
         register(id=_id, entry_point=_entry)
 
-__all__ = ["ClassificationBandit", "ContextualBanditEnv", "MushroomBandit", "WheelBandit",
+__all__ = ["ClassificationBandit", "ContextualBanditEnv", "MushroomBandit", "PlayedRounds", "WheelBandit",
            "uniform_expected_regret", "wheel_expected_rewards"]

@@ -6,10 +6,17 @@ an ``info`` describing the decision just made. Contexts *and the rewards of ever
 are drawn from ``np_random`` in blocks, independently of the actions, so two agents run
 with the same ``reset(seed=...)`` see the same contexts and the same reward table
 (the protocol of Riquelme et al. 2018), which makes regrets directly comparable.
+
+Because nothing an agent does changes the contexts to come, an agent whose decisions between
+two updates depend only on the contexts (Thompson sampling with functions drawn after each
+refit) may read those contexts ahead (:meth:`ContextualBanditEnv.peek_contexts`) and take the
+decisions in one call (:meth:`ContextualBanditEnv.play`), with exactly the outcomes that
+``step`` would give one by one (the lock-step runner, ``uncertain_agents.agents.lockstep``).
 """
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +24,26 @@ from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
 BLOCK = 256
+
+
+@dataclass(frozen=True)
+class PlayedRounds:
+    """What :meth:`ContextualBanditEnv.play` returns: per decision ``[k]`` arrays, as ``step``'s
+    reward and ``info`` would give them one by one.
+
+    Attributes:
+        rewards: reward paid for each action taken.
+        expected_rewards: expected reward of the arm taken.
+        optimal_expected_rewards: expected reward of the best arm for that context.
+        optimal_actions: the best arm for that context.
+        terminated: the episode ended with the last of these decisions (``reset`` before more).
+    """
+
+    rewards: np.ndarray
+    expected_rewards: np.ndarray
+    optimal_expected_rewards: np.ndarray
+    optimal_actions: np.ndarray
+    terminated: bool
 
 
 class ContextualBanditEnv(gym.Env):
@@ -68,11 +95,7 @@ class ContextualBanditEnv(gym.Env):
         return self._block[0][0].copy(), {}
 
     def step(self, action):
-        if self._block is None:
-            raise ResetNeeded("call reset() before step()")
-        if self._episode_over:
-            raise ResetNeeded(f"the episode is over: it terminated after horizon={self.horizon} decisions; "
-                              f"call reset() before step()")
+        self._check_can_act()
         a = self._check_action(action)
         contexts, rewards, expected = self._block
         i = self._pos
@@ -100,6 +123,77 @@ class ContextualBanditEnv(gym.Env):
                 self._pos = 0
         obs = self._block[0][self._pos].copy()
         return obs, reward, terminated, False, info
+
+    def peek_contexts(self, k: int) -> np.ndarray:
+        """The contexts of the next ``k`` decisions, ``[k, d]`` float32 (the current observation
+        first), without taking them: the same values ``step`` will show, because contexts never
+        depend on the actions (blocks drawn ahead are the blocks ``step`` would draw next).
+
+        Raises:
+            ResetNeeded: before ``reset`` or after the episode ended.
+            ValueError: ``k`` is not a positive integer, or more than the decisions left in the
+                episode (``horizon - t``).
+        """
+        self._check_can_act()
+        k = self._check_count(k, "k")
+        self._draw_ahead(k)
+        return np.asarray(self._block[0][self._pos:self._pos + k], dtype=np.float32).copy()
+
+    def play(self, actions) -> PlayedRounds:
+        """Take ``actions[k]`` (arm indices) in order, with the outcomes ``k`` calls of
+        :meth:`step` would give (the next observation is then ``peek_contexts(1)[0]``).
+
+        Raises:
+            ResetNeeded: before ``reset`` or after the episode ended.
+            ValueError: ``actions`` is not a non-empty 1-D array of integer arms in the action
+                space, or holds more decisions than are left in the episode.
+        """
+        self._check_can_act()
+        a = np.asarray(actions)
+        if a.ndim != 1 or a.size == 0 or a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+            raise ValueError(f"actions must be a non-empty 1-D array of integer arm indices, got "
+                             f"{a.dtype} of shape {a.shape}")
+        if a.min() < 0 or a.max() >= self.n_actions:
+            raise ValueError(f"actions must lie in the action space [0, {self.n_actions - 1}], got "
+                             f"{int(a.min())}..{int(a.max())}")
+        k = self._check_count(a.size, "len(actions)")
+        terminated = self._t + k >= self.horizon
+        self._draw_ahead(k if terminated else k + 1)  # step draws the next observation's block too
+        contexts, rewards, expected = self._block
+        rows = np.arange(self._pos, self._pos + k)
+        exp = expected[rows]
+        best = exp.argmax(1)
+        taken = np.arange(k)
+        played = PlayedRounds(rewards=np.asarray(rewards[rows, a], dtype=np.float64),
+                              expected_rewards=np.asarray(exp[taken, a], dtype=np.float64),
+                              optimal_expected_rewards=np.asarray(exp[taken, best], dtype=np.float64),
+                              optimal_actions=best, terminated=terminated)
+        self._t += k
+        self._episode_over = terminated
+        self._pos += k - 1 if terminated else k  # as step: the last context stays current at the end
+        return played
+
+    def _check_can_act(self) -> None:
+        if self._block is None:
+            raise ResetNeeded("call reset() before step()")
+        if self._episode_over:
+            raise ResetNeeded(f"the episode is over: it terminated after horizon={self.horizon} decisions; "
+                              f"call reset() before step()")
+
+    def _check_count(self, k, name: str) -> int:
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k <= 0:
+            raise ValueError(f"{name} must be a positive integer, got {k!r}")
+        if k > self.horizon - self._t:
+            raise ValueError(f"{name} = {k} is more than the {self.horizon - self._t} decisions left in the "
+                             f"episode (horizon={self.horizon}, t={self._t})")
+        return int(k)
+
+    def _draw_ahead(self, k: int) -> None:
+        """Make rounds ``pos .. pos + k - 1`` available, drawing whole blocks in order."""
+        while self._block[0].shape[0] - self._pos < k:
+            new = self._draw_block(BLOCK)
+            self._block = tuple(np.concatenate([old[self._pos:], more]) for old, more in zip(self._block, new))
+            self._pos = 0
 
     def _check_action(self, action) -> int:
         if isinstance(action, np.ndarray) and action.ndim == 0:

@@ -30,6 +30,17 @@ def test_batched_forward_matches_per_network_loop():
 
 
 @pytest.mark.parametrize("activation,hidden", [("relu", (7, 5)), ("tanh", (6,)), ("relu", ())])
+def test_forward_each_is_every_network_at_its_own_input(activation, hidden):
+    spec = ua.MLPSpec(4, 3, hidden, activation)
+    params = spec.init_params(6, generator=torch.Generator().manual_seed(1)) + 0.05
+    x = torch.randn(6, 4, generator=torch.Generator().manual_seed(2))
+    each = spec.forward_each(params, x)
+    assert each.shape == (6, 3)
+    for i in range(6):
+        assert torch.allclose(each[i], spec.forward(params[i:i + 1], x[i:i + 1])[0, 0], atol=1e-6)
+
+
+@pytest.mark.parametrize("activation,hidden", [("relu", (7, 5)), ("tanh", (6,)), ("relu", ())])
 def test_forward_in_cache_sized_groups_equals_one_pass(monkeypatch, activation, hidden):
     """On CPU without autograd, ``forward`` runs the networks in groups (``CPU_CHUNK_BYTES``);
     forcing one or two networks per group must give the one-pass result, features included,

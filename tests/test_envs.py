@@ -205,3 +205,54 @@ def test_bad_actions_and_arguments(mushroom_dir):
         envs.ClassificationBandit(np.zeros((5, 2)), np.array([0, 1, 2, 0]))
     with pytest.raises(ValueError, match="x"):
         envs.ClassificationBandit(np.zeros(5), np.zeros(5, int))
+
+
+def test_peek_and_play_give_the_rounds_step_gives_one_by_one(mushroom_dir):
+    """Windows of decisions read ahead and played in one call (across block boundaries and up to
+    the horizon) are the rounds step() gives: same contexts, rewards, expectations, optimum."""
+    for name, env in _all_envs(mushroom_dir).items():
+        base = env.unwrapped
+        horizon = 700
+        base.horizon = horizon
+        actions = np.random.default_rng(1).integers(base.n_actions, size=horizon)
+        one_by_one = _play(base, actions, seed=5)
+        base.reset(seed=5)
+        t, windows = 0, [1, 37, 218, 256, 3, 185]  # crosses the 256-round blocks; ends at the horizon
+        for w in windows:
+            contexts = base.peek_contexts(w)
+            assert np.array_equal(base.peek_contexts(w), contexts)  # reading ahead takes nothing
+            played = base.play(actions[t:t + w])
+            for i in range(w):
+                obs, reward, info = one_by_one[t + i]
+                assert np.array_equal(contexts[i], obs), name
+                assert played.rewards[i] == reward
+                assert played.expected_rewards[i] == info["expected_reward"]
+                assert played.optimal_expected_rewards[i] == info["optimal_expected_reward"]
+                assert played.optimal_actions[i] == info["optimal_action"]
+            t += w
+            assert played.terminated == (t == horizon) and base.t == t
+        assert base.episode_over
+        with pytest.raises(gym.error.ResetNeeded):
+            base.play([0])
+
+
+def test_peek_and_play_check_their_arguments():
+    env = envs.WheelBandit(delta=0.5, horizon=10)
+    with pytest.raises(gym.error.ResetNeeded):
+        env.peek_contexts(1)
+    env.reset(seed=0)
+    for bad in (0, -1, 2.0, True):
+        with pytest.raises(ValueError, match="k must be a positive integer"):
+            env.peek_contexts(bad)
+    with pytest.raises(ValueError, match="11 is more than the 10 decisions left"):
+        env.peek_contexts(11)
+    with pytest.raises(ValueError, match="action space"):
+        env.play([0, 5])
+    with pytest.raises(ValueError, match="integer arm indices"):
+        env.play([0.0, 1.0])
+    with pytest.raises(ValueError, match="integer arm indices"):
+        env.play([])
+    env.play(np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="more than the 6 decisions left"):
+        env.play(np.zeros(7, dtype=np.int64))
+    assert env.t == 4

@@ -166,6 +166,74 @@ def test_lockstep_runner_plays_thompson_sampling_in_every_trial():
         run_bandit_trials(envs[:2], post, steps=5, seeds=[0, 1])
 
 
+def _one_decision_at_a_time(envs, post, *, steps, seeds, train_every, train_steps, initial_pulls, seed):
+    """The lock-step schedule written the plain way: env.step and one host function per decision."""
+    from uncertain_agents.agents.host_functions import HostFunctions
+    R, arms, d = len(envs), post.spec.out_dim, post.spec.in_dim
+    post.set_prior_std(1.0)
+    post.use_bandit_defaults()
+    post.set_units()
+    generator = torch.Generator().manual_seed(seed)
+    obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
+    xs, ys, masks, actions, regrets = [], [], [], np.empty((R, steps), int), np.empty((R, steps))
+    functions, n_fits, warmup = None, 0, initial_pulls * arms
+    for t in range(steps):
+        if t < warmup:
+            chosen = [t % arms] * R
+        else:
+            if functions is None:
+                functions = [HostFunctions(fs) for fs in post.sample_trials(train_every, generator=generator)]
+                cursor = 0
+            chosen = [functions[r].greedy(cursor, obs[r]) for r in range(R)]
+            cursor += 1
+        x, y, mask = np.zeros((R, d), np.float32), np.zeros((R, arms), np.float32), np.zeros((R, arms), bool)
+        for r, env in enumerate(envs):
+            x[r] = obs[r]
+            obs[r], reward, _, _, info = env.step(chosen[r])
+            y[r, chosen[r]], mask[r, chosen[r]] = reward, True
+            actions[r, t], regrets[r, t] = chosen[r], info["regret"]
+        xs.append(x), ys.append(y), masks.append(mask)
+        n = t + 1
+        if n >= warmup and (n % train_every == 0 or n_fits == 0):
+            post.fit(torch.from_numpy(np.stack(xs, 1)), torch.from_numpy(np.stack(ys, 1)),
+                     torch.from_numpy(np.stack(masks, 1)), steps=train_steps, batch_size=512)
+            n_fits, functions = n_fits + 1, None
+    return actions, regrets
+
+
+@pytest.mark.parametrize("name,initial_pulls,options", [
+    ("mfvi", 2, OPTIONS["mfvi"]),
+    ("bootstrap", 0, OPTIONS["bootstrap"]),  # 3 members, windows of 5-20: the members at every context
+    ("ensemble", 2, {"n_members": 8})])  # windows of 5 (split at progress reports): the drawn members' rows
+def test_windows_of_decisions_are_the_decisions_taken_one_at_a_time(name, initial_pulls, options):
+    """The runner reads each window's contexts ahead and decides it in one batched forward; that
+    is the same run, to the bit, as stepping the environments and deciding one context at a time
+    (no warm-up included: the first function is drawn before any fit, the first refit follows it)."""
+    steps, R, kw = 230, 3, dict(train_every=20, train_steps=5, initial_pulls=initial_pulls, seed=7)
+
+    def posterior():
+        return make_trial_posterior(name, trials=R, in_dim=2, out_dim=5, hidden=(16,), seed=0, **options)
+
+    frames = run_bandit_trials([make_env("wheel", steps=steps, delta=0.5) for _ in range(R)], posterior(),
+                               steps=steps, seeds=[0, 1, 2], progress_every=45, **kw)
+    actions, regrets = _one_decision_at_a_time([make_env("wheel", steps=steps, delta=0.5) for _ in range(R)],
+                                               posterior(), steps=steps, seeds=[0, 1, 2], **kw)
+    for r, frame in enumerate(frames):
+        assert np.array_equal(frame["action"].to_numpy(), actions[r])
+        assert np.array_equal(frame["regret"].to_numpy(), regrets[r])
+    assert len(set(actions[0, 2 * 5:].tolist())) > 1  # Thompson sampling, not a fixed arm
+
+
+def test_lockstep_runner_needs_contextual_bandits():
+    import gymnasium as gym
+    post = make_trial_posterior("mfvi", trials=1, in_dim=4, out_dim=2, hidden=(4,))
+    with pytest.raises(TypeError, match="contextual bandits"):
+        run_bandit_trials([gym.make("CartPole-v1")], post, steps=5, seeds=[0])
+    with pytest.raises(ValueError, match="progress_every"):
+        run_bandit_trials([make_env("wheel", steps=5)], make_trial_posterior("mfvi", trials=1, in_dim=2, out_dim=5),
+                          steps=5, seeds=[0], progress_every=0)
+
+
 def test_run_experiment_batched_runs_thompson_trials_as_one_model_and_the_rest_as_usual():
     specs = [AgentSpec("uniform"), AgentSpec("linear"),
              AgentSpec("thompson", "bootstrap", {"n_members": 3}), AgentSpec("thompson", "refined-vi")]

@@ -174,6 +174,18 @@ class TrialBatched:
                                       self.y_scale, (log_noise.exp() * self.y_scale).detach(), index=index))
         return out
 
+    @torch.no_grad()
+    def sample_trial_params(self, n: int, *, generator: torch.Generator | None = None
+                            ) -> tuple[Tensor, Tensor | None]:
+        """The functions :meth:`sample_trials` draws from the same generator state, stacked:
+        ``(params[R, m, D], index[R, n] | None)`` — flat weights in training units and, for a
+        finite set (members, particles), which of the trial's ``m`` functions each of the ``n``
+        draws is (``None``: draw ``i`` is ``params[:, i]``, ``m = n``)."""
+        n = check_positive_int(n, "n")
+        parts = self._trial_sample_parts(n, self._check_generator(generator))
+        params = torch.stack([p for p, _, _ in parts])
+        return params, (None if parts[0][2] is None else torch.stack([i for _, _, i in parts]))
+
     def sample(self, n: int, *, generator=None):
         raise TypeError(f"a trial-batched {self.name} holds {self.n_trials} posteriors: use sample_trials(n)")
 
