@@ -1,9 +1,24 @@
-"""Small timing helpers shared by the benchmark scripts (interleaved, median of repeats)."""
+"""Small timing helpers shared by the benchmark scripts (interleaved, median of repeats; operation counts)."""
 from __future__ import annotations
 
 import statistics
 import time
 from typing import Callable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class CountOps(TorchDispatchMode):
+    """``with CountOps() as ops: ...`` counts the ATen operations dispatched (``ops.count``):
+    on a GPU each is a kernel launch, what a small network's step pays for."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
 
 
 def time_per_call(fn: Callable[[], object], *, number: int, repeats: int = 7, warmup: int = 20) -> float:

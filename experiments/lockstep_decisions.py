@@ -27,22 +27,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from _timing import CountOps  # noqa: E402  (experiments/ is the script's folder)
 
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.agents.host_functions import HostFunctions
 from uncertain_agents.agents.lockstep import _DrawnFunctions
 from uncertain_agents.posteriors.trials import make_trial_posterior
-
-
-class _CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _posterior(method: str, env_name: str, trials: int):
@@ -97,7 +88,7 @@ def measure(method: str, env_name: str, trials: int, window: int, rounds: int) -
                 reference = chosen
         if not np.array_equal(reference, chosen):
             raise AssertionError(f"{method} {env_name}: the two ways chose different actions in round {k}")
-    counter = _CountOps()
+    counter = CountOps()
     with counter:
         _windowed(post, envs, seeds, window, gen_seed=0)
     per = lambda times: {way: float(np.median(v)) * 1e6 / (trials * window) for way, v in times.items()}

@@ -20,22 +20,13 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from _timing import CountOps  # noqa: E402  (experiments/ is the script's folder)
 
 from uncertain_agents import make_posterior
 from uncertain_agents.posteriors.trials import make_trial_posterior
 
 OPTIONS = {"mfvi": {}, "bootstrap": {"n_members": 20}, "fsvgd": {"n_particles": 20}}
-
-
-class _CountOps(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.count = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.count += 1
-        return func(*args, **(kwargs or {}))
 
 
 def _data(trials: int, n: int, seed: int = 0):
@@ -66,7 +57,7 @@ def measure(method: str, trials: int, rows: int, steps: int, rounds: int) -> dic
     def ops_per_step(fit) -> float:
         counts = []
         for k in (steps, 2 * steps):
-            with _CountOps() as mode:
+            with CountOps() as mode:
                 fit(k)
             counts.append(mode.count)
         return (counts[1] - counts[0]) / steps
