@@ -31,8 +31,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from envs.base import ContextualBanditEnv
-
 from ..posteriors.trials import TrialBatched
 from ..validation import check_positive_float, check_positive_int
 from .neural import BANDIT_PRIOR_STD
@@ -151,9 +149,12 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps <= 0:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     envs = [getattr(env, "unwrapped", env) for env in envs]  # gymnasium.make's wrappers: the env itself
-    if not all(isinstance(env, ContextualBanditEnv) for env in envs):
-        raise TypeError("envs must be contextual bandits (envs.ContextualBanditEnv: contexts independent of the "
-                        "actions, read ahead a window at a time), got "
+    # the core does not import the environments package: what the runner needs is their
+    # window methods (envs.ContextualBanditEnv has them: contexts independent of the actions)
+    if not all(callable(getattr(env, "peek_contexts", None)) and callable(getattr(env, "play", None))
+               for env in envs):
+        raise TypeError("envs must be contextual bandits that show their contexts ahead, with peek_contexts(k) and "
+                        "play(actions) as envs.ContextualBanditEnv, got "
                         + ", ".join(sorted({type(env).__name__ for env in envs})))
     progress_every = check_positive_int(progress_every, "progress_every")
     arms = {int(env.action_space.n) for env in envs}
