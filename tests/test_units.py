@@ -119,3 +119,36 @@ def test_default_prior_depends_on_the_likelihood():
     fs = ua.make_posterior("fsvgd", in_dim=4, out_dim=3, hidden=(9,), likelihood="categorical")
     w0, _ = fs.spec.unflatten_one(fs.prior_std)[0]
     assert torch.allclose(w0, torch.full_like(w0, 0.5))
+
+
+def test_identity_units_hand_back_the_data_itself_and_others_transform_it():
+    """Raw units (location 0, scale 1, what the bandit agents set) need no copy of the data:
+    ``(v - 0) / 1`` is ``v`` to the bit, so ``to_train_units`` returns the tensors themselves."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(50, 3, generator=g), torch.randn(50, 2, generator=g)
+    x[0, 0] = -0.0
+    raw = ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(4,))
+    raw.set_units()
+    xs, ys = raw.to_train_units(x, y)
+    assert xs is x and ys is y
+    assert torch.equal((x - raw.x_loc) / raw.x_scale, x) and torch.equal((y - raw.y_loc) / raw.y_scale, y)
+    scaled = ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(4,))
+    scaled.set_units(x_loc=1.0, y_scale=2.0)  # x moved, y rescaled: both transformed
+    xs, ys = scaled.to_train_units(x, y)
+    assert torch.equal(xs, x - 1.0) and torch.equal(ys, y / 2.0)
+    only_x = ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(4,))
+    only_x.set_units(x_scale=[1.0, 2.0, 1.0])
+    xs, ys = only_x.to_train_units(x, y)
+    assert xs is not x and torch.equal(xs[:, 1], x[:, 1] / 2.0) and ys is y
+
+
+def test_finiteness_check_answers_from_one_sum_and_looks_closer_only_when_it_must():
+    from uncertain_agents.validation import check_finite
+    check_finite(torch.zeros(0), "x")
+    check_finite(torch.tensor([3e38, 3e38, -1.0]), "x")  # finite entries whose sum overflows: fine
+    check_finite(torch.tensor([60000.0, 60000.0], dtype=torch.float16), "x")  # overflows in float16 too
+    check_finite(torch.tensor([1, 2]), "labels")  # integers are always finite
+    for bad, count in ((torch.tensor([1.0, float("nan"), 2.0]), 1), (torch.tensor([float("inf"), -float("inf")]), 2),
+                       (torch.tensor([[0.0, float("-inf")], [float("nan"), 1.0]]), 2)):
+        with pytest.raises(ValueError, match=f"x contains {count} NaN or infinite"):
+            check_finite(bad, "x")

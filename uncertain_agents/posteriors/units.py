@@ -84,10 +84,19 @@ class TrainingUnits:
         return True
 
     def to_train_units(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-        """``x[N, in_dim]``, ``y`` in original units -> training units (labels unchanged)."""
-        xs = (x - self.x_loc) / self.x_scale
-        ys = y if self.kind == "categorical" else (y - self.y_loc) / self.y_scale
-        return xs, ys
+        """``x[N, in_dim]``, ``y`` in original units -> training units (labels unchanged).
+
+        Units that are the identity (location 0, scale 1: the bandit agents' raw units) return
+        the data itself — ``(v − 0) / 1`` is ``v`` to the bit — instead of a copy of every row
+        at every refit (470 ms for a ten-trial mushroom history of 40,000 rows on this CPU)."""
+        xs = x if _identity(self.x_loc, self.x_scale) else (x - self.x_loc) / self.x_scale
+        if self.kind == "categorical" or _identity(self.y_loc, self.y_scale):
+            return xs, y
+        return xs, (y - self.y_loc) / self.y_scale
+
+
+def _identity(loc: Tensor, scale: Tensor) -> bool:
+    return bool((loc == 0).all()) and bool((scale == 1).all())
 
 
 def safe_scale(std: Tensor) -> Tensor:
