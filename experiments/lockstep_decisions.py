@@ -36,19 +36,30 @@ from uncertain_agents.agents.lockstep import _DrawnFunctions
 from uncertain_agents.posteriors.trials import make_trial_posterior
 
 
-def _posterior(method: str, env_name: str, trials: int):
+def _posterior(method: str, env_name: str, trials: int, device: str):
     env = make_env(env_name, steps=10)
     post = make_trial_posterior(method, trials=trials, in_dim=env.observation_space.shape[0],
                                 out_dim=int(env.action_space.n), hidden=(100, 100), seed=0, noise_std=0.1,
-                                **({"n_members": 20} if method == "bootstrap" else {}))
+                                device=device, **({"n_members": 20} if method == "bootstrap" else {}))
     post.set_units()
     return post
+
+
+def _generator(post, seed: int) -> torch.Generator:
+    return torch.Generator(device=post.device).manual_seed(seed)
+
+
+def _sync(post) -> None:
+    """The draw finished before the clock moves on (CUDA works asynchronously)."""
+    if post.device.type == "cuda":
+        torch.cuda.synchronize(post.device)
 
 
 def _one_at_a_time(post, envs, seeds, window, gen_seed):
     """Returns (actions [R, W], seconds drawing, seconds deciding)."""
     t0 = time.perf_counter()
-    samples = post.sample_trials(window, generator=torch.Generator().manual_seed(gen_seed))
+    samples = post.sample_trials(window, generator=_generator(post, gen_seed))
+    _sync(post)
     t1 = time.perf_counter()
     functions = [HostFunctions(fs) for fs in samples]
     obs = [env.reset(seed=s)[0] for env, s in zip(envs, seeds)]
@@ -62,19 +73,20 @@ def _one_at_a_time(post, envs, seeds, window, gen_seed):
 
 def _windowed(post, envs, seeds, window, gen_seed):
     t0 = time.perf_counter()
-    functions = _DrawnFunctions(post, window, torch.Generator().manual_seed(gen_seed))
+    functions = _DrawnFunctions(post, window, _generator(post, gen_seed))
+    _sync(post)
     t1 = time.perf_counter()
     for env, s in zip(envs, seeds):
         env.reset(seed=s)
-    x = torch.from_numpy(np.stack([env.peek_contexts(window) for env in envs]))
-    chosen = functions.greedy(x).numpy()
+    x = torch.from_numpy(np.stack([env.peek_contexts(window) for env in envs])).to(post.device)
+    chosen = functions.greedy(x).cpu().numpy()
     for r, env in enumerate(envs):
         env.play(chosen[r])
     return chosen, t1 - t0, time.perf_counter() - t1
 
 
-def measure(method: str, env_name: str, trials: int, window: int, rounds: int) -> dict:
-    post = _posterior(method, env_name, trials)
+def measure(method: str, env_name: str, trials: int, window: int, rounds: int, device: str = "cpu") -> dict:
+    post = _posterior(method, env_name, trials, device)
     envs = [make_env(env_name, steps=10 * window) for _ in range(trials)]
     seeds = list(range(trials))
     draw = {"one_at_a_time": [], "window": []}
@@ -93,7 +105,7 @@ def measure(method: str, env_name: str, trials: int, window: int, rounds: int) -
         _windowed(post, envs, seeds, window, gen_seed=0)
     per = lambda times: {way: float(np.median(v)) * 1e6 / (trials * window) for way, v in times.items()}
     decide_us = per(decide)
-    return {"method": method, "env": env_name, "trials": trials, "window": window, "rounds": rounds,
+    return {"method": method, "env": env_name, "device": device, "trials": trials, "window": window, "rounds": rounds,
             "us_per_trial_decision_deciding": decide_us, "us_per_trial_decision_drawing": per(draw),
             "deciding_ratio_one_at_a_time_over_window": decide_us["one_at_a_time"] / decide_us["window"],
             "aten_ops_per_window": counter.count, "same_actions": True}
@@ -106,13 +118,15 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--window", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--device", default="cpu", help="the posterior's device (cuda: the drawn functions and "
+                        "the window's forward there; one at a time copies them to the host, as the runner did)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
     for env_name in args.envs.split(","):
         for method in args.methods.split(","):
-            row = measure(method, env_name, args.trials, args.window, args.rounds)
+            row = measure(method, env_name, args.trials, args.window, args.rounds, args.device)
             per, draw = row["us_per_trial_decision_deciding"], row["us_per_trial_decision_drawing"]
             print(f"{env_name:9s} {method:10s} deciding: one at a time {per['one_at_a_time']:6.1f} µs, window "
                   f"{per['window']:6.1f} µs per trial-decision "

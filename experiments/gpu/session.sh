@@ -10,7 +10,8 @@
 #     bandit_timing mushroom_timing;
 #   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
-#   next: environment trial_tests graph_memory table50k (the table again, with the memory-pool fix);
+#   next: environment trial_tests graph_memory decisions table50k (the table again, with the memory-pool
+#     fix and session 19's windows of decisions);
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -137,6 +138,9 @@ cp "$TP/bandit_runs.csv" "$OUT/bandit_runs_threads_piece.csv" 2>/dev/null
 step trial_tests 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "trial"
 # the posterior's one memory pool for all its graphs (call 2 found per-capture pools piling up to 126 GiB)
 step graph_memory 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "memory_pool or thread or graph"
+# session 19: Thompson decisions a window at a time on the device against one at a time on the host
+step decisions 60 python3 experiments/lockstep_decisions.py --device "$DEVICE" --rounds "$((ROUNDS * 3))" \
+  --out "$OUT/lockstep_decisions_cuda.json"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
