@@ -449,6 +449,43 @@ def test_protocols_set_network_schedule_and_options():
         get_protocol("nope")
 
 
+def test_fsvgd_paper_protocol_runs_fsvgd_as_the_authors_bandit_code(monkeypatch):
+    """thu-ml/fpovi dcb/main.py and nnet.py: prior variance 10 (std √10/√fan_out on the hidden layers,
+    √10 on the output), initialisation N(0, 10/(fan_in + fan_out + 1)), function prior / 4, 64 extra
+    points, jitter 1e-4, Adam at 1e-3 — for fsvgd only; other methods keep the protocol's lr."""
+    from uncertain_agents.agents import get_protocol
+    from uncertain_agents.agents.experiment import run_thompson_trials
+
+    agent = make_agent("thompson", n_actions=2, context_dim=117, posterior="f-svgd", protocol="fsvgd-paper", seed=0)
+    post = agent.posterior
+    stds = [float(t.unique()) for w, b in post.spec.unflatten(post.prior_std.unsqueeze(0)) for t in (w, b)]
+    assert stds == pytest.approx([10 ** -0.5] * 4 + [10 ** 0.5] * 2)
+    assert post.prior_scale == 0.25 and post.n_extra == 64 and post.prior_eig_floor == 1e-4
+    assert post.init_scale == pytest.approx(10 ** 0.5) and post.n_particles == 20
+    assert agent.lr == 1e-3 and post.fixed_noise_std == pytest.approx(0.1)
+    # the agent keeps the protocol's prior (not the bandit N(0, 1)), and an explicit lr wins
+    assert make_agent("thompson", n_actions=2, context_dim=117, posterior="fsvgd", protocol="fsvgd-paper",
+                      lr=5e-3, seed=0).lr == 5e-3
+    proto = get_protocol("fsvgd-paper")
+    assert proto.lr_for("fsvgd") == 1e-3 and proto.lr_for("svgd") is None and proto.lr_for("mfvi") is None
+    assert make_agent("thompson", n_actions=2, context_dim=117, posterior="svgd", protocol="fsvgd-paper",
+                      seed=0).lr is None
+    # the trial-batched runner takes the same learning rate (its refits traced through fit; a
+    # one-hidden-layer network here, so the 3-layer prior of the preset is replaced)
+    from uncertain_agents.posteriors.trials import TRIAL_METHODS
+
+    seen, original = [], TRIAL_METHODS["fsvgd"].fit
+
+    def traced_fit(self, *args, **kwargs):
+        seen.append(kwargs.get("lr"))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TRIAL_METHODS["fsvgd"], "fit", traced_fit)
+    run_thompson_trials("fsvgd", {"prior_std": 1.0}, [0, 1], env_name="wheel", steps=12, delta=0.5,
+                        protocol="fsvgd-paper", hidden=(8,), train_steps=2, train_every=5)
+    assert seen and all(lr == 1e-3 for lr in seen)
+
+
 def test_default_warm_up_plays_every_arm_five_times_before_the_first_fit():
     """Round robin over the arms, ``initial_pulls`` times each, whatever the posterior would say;
     the first fit comes right after it."""

@@ -361,3 +361,42 @@ def test_bad_options():
         make("fsvgd", input_scale="huge")
     with pytest.raises(ValueError, match="z and g"):
         particle_direction(torch.zeros(3, 2), torch.zeros(3, 4))
+
+
+def test_per_layer_prior_std_sets_each_layers_weights_and_bias(tmp_path):
+    post = ua.make_posterior("fsvgd", in_dim=3, out_dim=2, hidden=(4, 5), prior_std=[0.5, 0.25, 2.0], seed=0)
+    layers = post.spec.unflatten(post.prior_std.unsqueeze(0))
+    for (w, b), s in zip(layers, [0.5, 0.25, 2.0]):
+        assert torch.all(w == s) and torch.all(b == s)
+    # the function prior draws layer by layer with these stds (the exact per-layer path)
+    assert post._layer_stds == [(0.5, 0.5), (0.25, 0.25), (2.0, 2.0)]
+    post.save(tmp_path / "p.pt")
+    loaded = ua.load_posterior(tmp_path / "p.pt")
+    assert torch.equal(loaded.prior_std, post.prior_std)
+    with pytest.raises(ValueError, match=r"prior_std as a sequence needs one std per dense layer \(3"):
+        ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(4, 5), prior_std=[1.0, 1.0])
+    with pytest.raises(ValueError, match=r"prior_std\[1\] must be a positive finite number"):
+        ua.make_posterior("mfvi", in_dim=3, out_dim=2, hidden=(4, 5), prior_std=[1.0, -1.0, 1.0])
+    # a scalar and the default are unchanged
+    assert torch.all(ua.make_posterior("mfvi", in_dim=3, out_dim=2, prior_std=0.7).prior_std == 0.7)
+
+
+def test_init_scale_draws_glorot_style_particles_with_zero_biases():
+    scale = math.sqrt(10.0)
+    post = ua.make_posterior("fsvgd", in_dim=30, out_dim=2, hidden=(40,), n_particles=400, init_scale=scale, seed=0)
+    layers = post.spec.unflatten(post.particles.detach())
+    for (w, b), (fi, fo) in zip(layers, post.spec.layer_shapes):
+        assert torch.all(b == 0)
+        assert w.std().item() == pytest.approx(scale / math.sqrt(fi + fo + 1), rel=0.03)
+    default = ua.make_posterior("fsvgd", in_dim=30, out_dim=2, hidden=(40,), n_particles=400, seed=0)
+    w0 = default.spec.unflatten(default.particles.detach())[0][0]
+    assert w0.std().item() == pytest.approx(math.sqrt(2.0 / 30), rel=0.03)     # He-style, as every method
+    with pytest.raises(ValueError, match="init_scale must be a positive finite number"):
+        ua.make_posterior("svgd", in_dim=3, out_dim=2, init_scale=0)
+    # the trial-batched form gives every trial's particles the same initialisation
+    from uncertain_agents.posteriors.trials import make_trial_posterior
+
+    trials = make_trial_posterior("fsvgd", trials=3, in_dim=30, out_dim=2, hidden=(40,), n_particles=400,
+                                  init_scale=scale, noise_std=0.1, seed=0)
+    for (w, b), (fi, fo) in zip(trials.spec.unflatten(trials.particles.detach()[800:]), trials.spec.layer_shapes):
+        assert torch.all(b == 0) and w.std().item() == pytest.approx(scale / math.sqrt(fi + fo + 1), rel=0.03)

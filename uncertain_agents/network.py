@@ -123,6 +123,15 @@ class MLPSpec:
         parts = [torch.full((fi * fo + fo,), float(fi)) for fi, fo in self.layer_shapes]
         return torch.cat(parts)
 
+    def per_layer(self, values) -> Tensor:
+        """``[D]`` float tensor holding ``values[l]`` for every weight and bias of layer ``l``
+        (one value per dense layer, ``len(hidden) + 1`` of them)."""
+        values = list(values)
+        if len(values) != len(self.layer_shapes):
+            raise ValueError(f"expected one value per layer ({len(self.layer_shapes)} for widths "
+                             f"{'-'.join(map(str, self.widths))}), got {len(values)}")
+        return torch.cat([torch.full((fi * fo + fo,), float(v)) for (fi, fo), v in zip(self.layer_shapes, values)])
+
     def weight_mask(self) -> Tensor:
         """``[D]`` bool tensor: True for weight-matrix entries, False for biases."""
         parts = []
@@ -236,6 +245,15 @@ class MLPSpec:
         std = std * self.weight_mask().to(device)
         eps = torch.randn(n, self.num_params, generator=generator, device=device, dtype=dtype)
         return eps * std
+
+    def glorot_params(self, n: int, scale: float, *, generator: torch.Generator | None = None,
+                      device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Tensor:
+        """``[n, D]`` initialisations with weights ``N(0, scale² / (fan_in + fan_out + 1))`` and zero
+        biases — a Glorot-style normal scaled by ``scale`` (Wang et al.'s bandit code uses the
+        prior std, √10)."""
+        std = torch.cat([torch.cat([torch.full((fi * fo,), scale / math.sqrt(fi + fo + 1)), torch.zeros(fo)])
+                         for fi, fo in self.layer_shapes]).to(device=device, dtype=dtype)
+        return torch.randn(n, self.num_params, generator=generator, device=device, dtype=dtype) * std
 
     def to_config(self) -> dict:
         return {"in_dim": self.in_dim, "out_dim": self.out_dim,

@@ -370,7 +370,7 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
         train_steps=proto.train_steps if train_steps is None else train_steps,
         batch_size=proto.batch_size if batch_size is None else batch_size,
         initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
-        lr=proto.lr if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,
+        lr=proto.lr_for(method) if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,
         progress_every=progress_every, checkpoint=checkpoint)
 
 

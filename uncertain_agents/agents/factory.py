@@ -104,6 +104,8 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
                     initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
     settings = AgentSettings(n_actions=check_n_actions(n_actions), context_dim=check_context_dim(context_dim), protocol=proto,
                              hidden=proto.hidden if hidden is None else hidden, activation=activation,
-                             schedule=schedule, lr=proto.lr if lr is None else lr, device=device, seed=seed,
+                             schedule=schedule,
+                             lr=proto.lr_for(None if posterior is None else resolve_name(posterior)) if lr is None else lr,
+                             device=device, seed=seed,
                              posterior=posterior, posterior_options=dict(posterior_options or {}))
     return AGENTS.get(key)(settings)

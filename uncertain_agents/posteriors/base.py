@@ -43,6 +43,21 @@ SAVE_FORMAT = FORMAT_2  # see posteriors/storage.py
 DEFAULT_PRIOR_STD: dict[str, float | None] = {"gaussian": None, "categorical": 1.0}
 
 
+def prior_std_vector(spec: MLPSpec, prior_std) -> Tensor:
+    """``[D]`` prior std of every flat parameter from the ``prior_std`` option: ``None`` gives
+    ``1/sqrt(fan_in)`` per layer, a positive number the same std everywhere, a sequence one std
+    per dense layer. Raises ``ValueError`` naming ``prior_std`` otherwise."""
+    if prior_std is None:
+        return 1.0 / spec.fan_in_per_param().sqrt()
+    if isinstance(prior_std, (list, tuple)):
+        n_layers = len(spec.layer_shapes)
+        if len(prior_std) != n_layers:
+            raise ValueError(f"prior_std as a sequence needs one std per dense layer ({n_layers} for widths "
+                             f"{'-'.join(map(str, spec.widths))}), got {len(prior_std)}: {list(prior_std)!r}")
+        return spec.per_layer([check_positive_float(v, f"prior_std[{i}]") for i, v in enumerate(prior_std)])
+    return torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std"))
+
+
 class Posterior(TrainingUnits, nn.Module):
     """An approximate posterior over the weights of one MLP.
 
@@ -51,7 +66,9 @@ class Posterior(TrainingUnits, nn.Module):
         likelihood: ``"gaussian"`` (regression) or ``"categorical"`` (classification).
         device: where parameters live and computation runs.
         seed: seeds the initialisation and the default random generator.
-        prior_std: Gaussian prior standard deviation of every weight and bias; ``None``
+        prior_std: Gaussian prior standard deviation of every weight and bias, or a sequence
+            of one std per dense layer (its weights and bias; ``len(hidden) + 1`` values, e.g.
+            ``(0.32, 0.32, 3.2)`` for a 2-hidden-layer network); ``None``
             (default) depends on the likelihood (:attr:`default_prior_std`, normally
             :data:`DEFAULT_PRIOR_STD`): regression uses
             ``1/sqrt(fan_in)`` per layer, which keeps the prior over functions O(1) in
@@ -97,9 +114,7 @@ class Posterior(TrainingUnits, nn.Module):
         self.kind = likelihood
         if prior_std is None:
             prior_std = self.default_prior_std.get(likelihood)
-        prior = (1.0 / spec.fan_in_per_param().sqrt() if prior_std is None
-                 else torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std")))
-        self.register_buffer("prior_std", prior)
+        self.register_buffer("prior_std", prior_std_vector(spec, prior_std))
         self._register_units(spec.in_dim, spec.out_dim)
         # training steps taken by all fits so far (warm-up schedules continue across refits)
         self.register_buffer("steps_trained", torch.tensor(0, dtype=torch.long))
@@ -197,6 +212,11 @@ class Posterior(TrainingUnits, nn.Module):
     def has_default_prior(self) -> bool:
         """True when ``prior_std`` was not chosen by the user (the ``1/sqrt(fan_in)`` default)."""
         return self.config.get("prior_std") is None
+
+    def initial_params(self, n: int, *, generator: torch.Generator) -> Tensor:
+        """``[n, D]`` fresh networks under the method's initialisation (default
+        :meth:`MLPSpec.init_params <uncertain_agents.network.MLPSpec.init_params>`)."""
+        return self.spec.init_params(n, generator=generator)
 
     def set_prior_std(self, prior_std: float) -> None:
         """Replace the Gaussian weight prior by ``N(0, prior_std²)`` for every weight and bias.

@@ -43,6 +43,10 @@ class ParticlePosterior(Posterior):
             noise follows out-of-sample residuals instead of shrinking with over-fitting;
             0 gives the paper's step (noise fitted on the minibatch). Only used when the
             noise is learned.
+        init_scale: ``None`` (default) initialises the particles like every method (He-style
+            normal weights, zero biases); a number ``c`` draws weights from
+            ``N(0, c² / (fan_in + fan_out + 1))`` with zero biases, the initialisation of Wang et
+            al.'s bandit code (``c = √10``, their prior std; the ``fsvgd-paper`` bandit protocol).
         init_noise_std (common option): initial learned noise std, training units.
     """
 
@@ -51,7 +55,7 @@ class ParticlePosterior(Posterior):
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_particles: int = 20,
                  rule: str = "svgd", noise_prior: tuple[float, float] | list[float] = (1.0, 0.1),
                  input_scale: str | float = 1.0, noise_holdout: float = 0.1,
-                 noise_objective: str = "mixture", **kwargs):
+                 noise_objective: str = "mixture", init_scale: float | None = None, **kwargs):
         super().__init__(spec, likelihood, **kwargs)
         self.n_particles = check_positive_int(n_particles, "n_particles")
         self.rule = check_rule(rule)
@@ -76,7 +80,8 @@ class ParticlePosterior(Posterior):
         self._holdout: Tensor | None = None
         self._holdout_seed = int(torch.randint(2**31, (), generator=self._init_generator))
         self._holdout_rows: Tensor | None = None
-        self.particles = nn.Parameter(spec.init_params(self.n_particles, generator=self._init_generator))
+        self.init_scale = check_positive_float(init_scale, "init_scale", allow_none=True)
+        self.particles = nn.Parameter(self.initial_params(self.n_particles, generator=self._init_generator))
         self.learn_noise = self.kind == "gaussian" and self.fixed_noise_std is None
         if self.learn_noise:
             # per-particle noise replaces the likelihood's single shared one
@@ -85,6 +90,12 @@ class ParticlePosterior(Posterior):
             self.log_noise = nn.Parameter(start.expand(self.n_particles, -1).clone())
         else:
             self.log_noise = None
+
+    def initial_params(self, n: int, *, generator: torch.Generator) -> Tensor:
+        """``[n, D]`` fresh particles under this posterior's initialisation (``init_scale``)."""
+        if self.init_scale is None:
+            return self.spec.init_params(n, generator=generator)
+        return self.spec.glorot_params(n, self.init_scale, generator=generator)
 
     def fix_units_from_data(self, x: Tensor, y: Tensor, mask: Tensor | None) -> bool:
         first = super().fix_units_from_data(x, y, mask)

@@ -89,7 +89,7 @@ class TrialBatched:
         first = first.detach()
         if self.n_trials == 1:
             return nn.Parameter(first)
-        extra = self.spec.init_params((self.n_trials - 1) * first.shape[0], generator=self._init_generator)
+        extra = self.initial_params((self.n_trials - 1) * first.shape[0], generator=self._init_generator)
         return nn.Parameter(torch.cat([first, extra.to(first.device, first.dtype)]))
 
     def _learn_noise_per_trial(self) -> None:
