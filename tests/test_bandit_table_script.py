@@ -40,3 +40,25 @@ def test_batched_table_checkpoints_and_reports_unfinished_runs(tmp_path):
     uniform = runs[runs["label"] == "uniform"].set_index("trial")["cumulative_regret"]
     expected = (100 * done / uniform).mean()
     assert f"{expected:.2f} ±" in unfinished
+
+
+def test_regret_floor_at_a_longer_horizon(tmp_path):
+    """experiments/regret_bound.py: the floor 100·R(T)/U(H) of a run's normalised regret at H ≥ T."""
+    table = _script()
+    out = tmp_path / "table"
+    assert table.main(["--envs", "wheel", "--steps", "60", "--trials", "2", "--only", "linear", "--workers", "1",
+                       "--out", str(out)]) == 0
+    spec = importlib.util.spec_from_file_location("regret_bound_script", SCRIPT.parent / "regret_bound.py")
+    bound = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bound)
+    runs = pd.read_csv(out / "bandit_runs.csv")
+    floors = bound.floors(runs, horizon=240)
+    assert len(floors) == len(runs) == 4
+    for _, row in floors.iterrows():
+        run = runs[(runs["label"] == row["label"]) & (runs["trial"] == row["trial"])].iloc[0]
+        u_long = bound.uniform_regret("wheel", int(run["seed"]), 240, float(run["delta"]))
+        assert row["floor"] == 100 * run["cumulative_regret"] / u_long
+        assert row["floor"] < row["normalised"]      # Uniform keeps paying, so the floor is lower
+    # Uniform's own floor is its share of its longer run: about T/H
+    assert floors.loc[floors["label"] == "uniform", "floor"].between(10, 45).all()
+    assert "floor at 240" in bound.summary(floors, 240)
