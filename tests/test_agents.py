@@ -470,6 +470,14 @@ def test_fsvgd_paper_protocol_runs_fsvgd_as_the_authors_bandit_code(monkeypatch)
     assert proto.lr_for("fsvgd") == 1e-3 and proto.lr_for("svgd") is None and proto.lr_for("mfvi") is None
     assert make_agent("thompson", n_actions=2, context_dim=117, posterior="svgd", protocol="fsvgd-paper",
                       seed=0).lr is None
+    # the per-layer prior is made for the protocol's 2×100 network: other widths need their own
+    with pytest.raises(ValueError, match=r"fsvgd-paper.*one prior_std per layer.*hidden=\(50,\) pass "
+                                         r"posterior_options=\{'prior_std': \.\.\.\} \(a number, or 2 values\)"):
+        make_agent("thompson", n_actions=2, context_dim=117, posterior="fsvgd", protocol="fsvgd-paper",
+                   hidden=(50,), seed=0)
+    narrow = make_agent("thompson", n_actions=2, context_dim=117, posterior="fsvgd", protocol="fsvgd-paper",
+                        hidden=(50,), posterior_options={"prior_std": [0.5, 3.0]}, seed=0)
+    assert narrow.posterior.prior_std.unique().tolist() == [0.5, 3.0]
     # the trial-batched runner takes the same learning rate (its refits traced through fit; a
     # one-hidden-layer network here, so the 3-layer prior of the preset is replaced)
     from uncertain_agents.posteriors.trials import TRIAL_METHODS

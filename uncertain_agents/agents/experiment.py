@@ -359,11 +359,11 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
 
     proto = get_protocol(protocol)
     method = resolve_name(posterior)
+    hidden = proto.hidden if hidden is None else tuple(hidden)
     envs = [make_env(env_name, steps=steps, delta=delta, mushroom_data=mushroom_data) for _ in trial_seeds]
     post = make_trial_posterior(method, trials=len(trial_seeds), in_dim=envs[0].observation_space.shape[0],
-                                out_dim=int(envs[0].action_space.n),
-                                hidden=proto.hidden if hidden is None else hidden, device=device,
-                                seed=trial_seeds[0], **{**proto.options_for(method), **options})
+                                out_dim=int(envs[0].action_space.n), hidden=hidden, device=device,
+                                seed=trial_seeds[0], **proto.merged_options(method, hidden, options))
     return run_bandit_trials(
         envs, post, steps=steps, seeds=trial_seeds,
         train_every=proto.train_every if train_every is None else train_every,

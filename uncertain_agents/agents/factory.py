@@ -65,7 +65,7 @@ def _posterior_agent(cls: type) -> Callable[[AgentSettings], Agent]:
 
     def build(s: AgentSettings) -> Agent:
         method = resolve_name(s.posterior)
-        options = {**s.protocol.options_for(method), **s.posterior_options}
+        options = s.protocol.merged_options(method, s.hidden, s.posterior_options)
         post = make_posterior(method, in_dim=s.context_dim, out_dim=s.n_actions, hidden=s.hidden,
                               activation=s.activation, likelihood="gaussian", device=s.device, seed=s.seed,
                               **options)

@@ -65,6 +65,21 @@ class BanditProtocol:
         """Posterior options of this protocol for the registry name ``posterior``."""
         return {**self.posterior_options.get("*", {}), **self.posterior_options.get(posterior, {})}
 
+    def merged_options(self, posterior: str, hidden: tuple[int, ...], explicit: dict) -> dict:
+        """The protocol's options for ``posterior`` overridden by the ``explicit`` ones, for a
+        network with ``hidden`` layers. A per-layer option of the protocol (a list, e.g.
+        ``prior_std``) that does not fit a network of other widths is refused here, naming the
+        option to pass instead."""
+        merged = {**self.options_for(posterior), **explicit}
+        n_layers = len(tuple(hidden)) + 1
+        for key, value in merged.items():
+            if key not in explicit and isinstance(value, (list, tuple)) and len(value) != n_layers:
+                raise ValueError(
+                    f"protocol {self.name!r} gives {posterior} one {key} per layer of its {self.hidden} network "
+                    f"({len(value)} values); with hidden={tuple(hidden)} pass "
+                    f"posterior_options={{{key!r}: ...}} (a number, or {n_layers} values)")
+        return merged
+
     def lr_for(self, posterior: str | None) -> float | None:
         """The refits' learning rate for the registry name ``posterior`` (``None``: the method's
         default)."""
