@@ -71,6 +71,10 @@ def run(setting: str, env_name: str, trial: int, steps: int) -> dict:
             "normalised": {m: round(float(100 * cr[m - 1] / cu[m - 1]), 2) for m in marks}}
 
 
+def _run_job(job: tuple[str, str, int, int]) -> dict:
+    return run(*job)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--settings", default="library,lr,prior,authors")
@@ -91,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     record_run(args.out, sys.argv if argv is None else ["fsvgd_bandit_settings.py", *argv])
     lines = args.out / "runs.jsonl"
     with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        for result in pool.starmap(run, jobs) if args.workers > 1 else (run(*j) for j in jobs):
+        finished = pool.imap_unordered(_run_job, jobs) if args.workers > 1 else map(_run_job, jobs)
+        for result in finished:  # each run is written as soon as it ends
             print(json.dumps(result), flush=True)
             with open(lines, "a") as f:  # one complete line per finished run
                 f.write(json.dumps(result) + "\n")
