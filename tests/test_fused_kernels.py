@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from uncertain_agents.posteriors.fused_adam import DirectFusedAdam
-from uncertain_agents.posteriors.training import make_adam
+from uncertain_agents.posteriors.optimizers import make_adam
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:

@@ -255,6 +255,13 @@ class MLPSpec:
                          for fi, fo in self.layer_shapes]).to(device=device, dtype=dtype)
         return torch.randn(n, self.num_params, generator=generator, device=device, dtype=dtype) * std
 
+    def uniform_params(self, n: int, bound: float, *, generator: torch.Generator | None = None,
+                       device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Tensor:
+        """``[n, D]`` initialisations with weights ``U(−bound, bound)`` and zero biases (Riquelme et
+        al.'s bandit networks: TensorFlow's ``random_uniform_initializer(-0.3, 0.3)``)."""
+        u = torch.rand(n, self.num_params, generator=generator, device=device, dtype=dtype)
+        return (2.0 * u - 1.0) * bound * self.weight_mask().to(device=device, dtype=dtype)
+
     def to_config(self) -> dict:
         return {"in_dim": self.in_dim, "out_dim": self.out_dim,
                 "hidden": list(self.hidden), "activation": self.activation}

@@ -367,7 +367,7 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
     return run_bandit_trials(
         envs, post, steps=steps, seeds=trial_seeds,
         train_every=proto.train_every if train_every is None else train_every,
-        train_steps=proto.train_steps if train_steps is None else train_steps,
+        train_steps=proto.steps_for(method) if train_steps is None else train_steps,
         batch_size=proto.batch_size if batch_size is None else batch_size,
         initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
         lr=proto.lr_for(method) if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,

@@ -98,14 +98,15 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
     proto = get_protocol(protocol)
     if key in POSTERIOR_AGENTS and posterior is None:
         raise ValueError(f"agent {key!r} needs a posterior name (e.g. 'mfvi')")
+    method = None if posterior is None else resolve_name(posterior)
     schedule = dict(train_every=proto.train_every if train_every is None else train_every,
-                    train_steps=proto.train_steps if train_steps is None else train_steps,
+                    train_steps=proto.steps_for(method) if train_steps is None else train_steps,
                     batch_size=proto.batch_size if batch_size is None else batch_size,
                     initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
     settings = AgentSettings(n_actions=check_n_actions(n_actions), context_dim=check_context_dim(context_dim), protocol=proto,
                              hidden=proto.hidden if hidden is None else hidden, activation=activation,
                              schedule=schedule,
-                             lr=proto.lr_for(None if posterior is None else resolve_name(posterior)) if lr is None else lr,
+                             lr=proto.lr_for(method) if lr is None else lr,
                              device=device, seed=seed,
                              posterior=posterior, posterior_options=dict(posterior_options or {}))
     return AGENTS.get(key)(settings)

@@ -18,7 +18,9 @@ their settings from here; any argument given explicitly overrides the protocol.
   100 over 20 refits (:class:`~.schedule.LinearDecay`, the ``np.linspace`` of the authors'
   code), every 50 decisions, batch 512; ``fsvgd`` with the prior, initialisation,
   function-prior weight, extra points and learning rate of the authors' bandit code
-  (``_FSVGD_AUTHORS``).
+  (``_FSVGD_AUTHORS``); ``bootstrap`` as the ``BootRMS`` agent of the same code (Riquelme et
+  al.'s), ``_BOOTSTRAP_RIQUELME``: 100 steps at every refit, RMSProp at 0.1 under
+  inverse-time decay, each row kept in each of the 20 replicas with probability 0.95.
 """
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ class BanditProtocol:
             key ``"*"`` applies to every posterior (method-specific keys win).
         posterior_lr: per posterior name, the refits' learning rate where it differs from
             ``lr`` (e.g. the learning rate of the authors' code for one method).
+        posterior_train_steps: per posterior name, the refits' steps where they differ from
+            ``train_steps`` (a method the paper's code trains on another schedule).
     """
 
     name: str
@@ -60,6 +64,7 @@ class BanditProtocol:
     lr: float | None = None
     posterior_options: dict[str, dict] = field(default_factory=dict)
     posterior_lr: dict[str, float] = field(default_factory=dict)
+    posterior_train_steps: dict[str, TrainSteps] = field(default_factory=dict)
 
     def options_for(self, posterior: str) -> dict:
         """Posterior options of this protocol for the registry name ``posterior``."""
@@ -85,6 +90,12 @@ class BanditProtocol:
         default)."""
         return self.posterior_lr.get(posterior, self.lr) if posterior is not None else self.lr
 
+    def steps_for(self, posterior: str | None) -> TrainSteps:
+        """The refits' training steps for the registry name ``posterior`` (``None``: an agent
+        without a posterior)."""
+        return self.posterior_train_steps.get(posterior, self.train_steps) if posterior is not None \
+            else self.train_steps
+
 
 _SHOWDOWN_NOISE = {"noise_std": 0.1}
 
@@ -100,6 +111,20 @@ _FSVGD_AUTHORS = {"n_particles": 20, "prior_std": (math.sqrt(10.0) / 10.0, math.
                   "init_scale": math.sqrt(10.0), "prior_scale": 0.25, "n_extra": 64, "prior_eig_floor": 1e-4}
 _FSVGD_AUTHORS_LR = 1e-3
 
+#: The bootstrap as the ``BootRMS`` agent of the same code runs it (Riquelme, Tucker & Snoek's
+#: ``bootstrapped_bnn_sampling.py`` and ``neural_bandit_model.py``, with the hyper-parameters of
+#: Wang et al.'s ``dcb/main.py``; docs/bandits.md, "The authors' bootstrap settings"): ``q = 20``
+#: replicas, each row kept in each with probability ``p = 0.95`` (the first row in all); weights
+#: ``U(−0.3, 0.3)``, zero biases; the squared error of the played arm, no weight penalty;
+#: TensorFlow's RMSProp at 0.1 divided by ``1 + 0.5 t`` (``t`` counting every step since the
+#: start: their learning-rate reset is a no-op), each replica's gradient clipped at norm 5;
+#: 100 steps at every refit from the first (not the decaying schedule of their f-SVGD).
+_BOOTSTRAP_RIQUELME = {"n_members": 20, "scheme": "bernoulli", "inclusion": 0.95, "init_uniform": 0.3,
+                       "use_prior": False, "objective": "squared-error", "clip_norm": 5.0,
+                       "optimizer": "rmsprop", "lr_decay": 0.5}
+_BOOTSTRAP_RIQUELME_LR = 0.1
+_BOOTSTRAP_RIQUELME_STEPS = 100
+
 PROTOCOLS: dict[str, BanditProtocol] = {
     "default": BanditProtocol("default"),
     "showdown": BanditProtocol(
@@ -109,9 +134,10 @@ PROTOCOLS: dict[str, BanditProtocol] = {
         "fsvgd-paper", hidden=(100, 100), train_steps=LinearDecay(2000, 100, 20),
         initial_pulls=PAPER_INITIAL_PULLS,
         posterior_options={"*": dict(_SHOWDOWN_NOISE), "fsvgd": dict(_FSVGD_AUTHORS), "svgd": {"n_particles": 20},
-                           "bootstrap": {"n_members": 20}, "ensemble": {"n_members": 20},
+                           "bootstrap": dict(_BOOTSTRAP_RIQUELME), "ensemble": {"n_members": 20},
                            "dropout-alpha": {"dropout": 0.2}},
-        posterior_lr={"fsvgd": _FSVGD_AUTHORS_LR}),
+        posterior_lr={"fsvgd": _FSVGD_AUTHORS_LR, "bootstrap": _BOOTSTRAP_RIQUELME_LR},
+        posterior_train_steps={"bootstrap": _BOOTSTRAP_RIQUELME_STEPS}),
 }
 
 

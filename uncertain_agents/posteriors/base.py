@@ -31,6 +31,7 @@ from ..validation import check_inputs, check_positive_float, check_positive_int
 from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
+from .optimizers import check_lr_decay, check_optimizer
 from .storage import FORMAT_2, write_payload
 from .units import TrainingUnits
 
@@ -80,6 +81,10 @@ class Posterior(TrainingUnits, nn.Module):
         init_noise_std: starting value of a learned noise std (standardised units).
         standardize: standardise x (and y for regression) inside ``fit``; predictions are
             reported in original units either way.
+        optimizer: ``"adam"`` (default) or ``"rmsprop"`` (TensorFlow 1's RMSProp, the optimiser
+            of Riquelme et al.'s bandit networks); see :mod:`.optimizers`.
+        lr_decay: inverse-time decay of the learning rate, ``lr / (1 + lr_decay · t)`` with ``t``
+            the steps trained over all fits so far (default 0: a constant rate).
     """
 
     name: ClassVar[str] = "posterior"
@@ -98,7 +103,7 @@ class Posterior(TrainingUnits, nn.Module):
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, device="cpu",
                  seed: int | None = None, prior_std: float | None = None,
                  noise_std: float | None = None, init_noise_std: float = 0.5,
-                 standardize: bool = True):
+                 standardize: bool = True, optimizer: str = "adam", lr_decay: float = 0.0):
         super().__init__()
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
@@ -107,6 +112,8 @@ class Posterior(TrainingUnits, nn.Module):
         self.spec = spec
         self.seed = None if seed is None else int(seed)
         self.standardize = standardize
+        self.optimizer = check_optimizer(optimizer)
+        self.lr_decay = check_lr_decay(lr_decay)
         self.fixed_noise_std = check_positive_float(noise_std, "noise_std", allow_none=True)
         check_positive_float(init_noise_std, "init_noise_std")
         self.likelihood = make_likelihood(likelihood, spec.out_dim, noise_std=self.fixed_noise_std,

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from .cuda_graphs import cuda_graphs_requested, graph_unavailable_reason, try_capture, warmup_steps
-from .fused_adam import DirectFusedAdam, direct_fused_adam_available
+from .optimizers import decayed_lr, make_optimizer
 from .progress import ProgressBar
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -238,6 +238,10 @@ class TrainingContext:
             raise KeyError(f"no optimizer group {name!r}; this method declares {list(self._groups)}")
         return self._groups[name]
 
+    def group_params(self, group: str = "main") -> tuple[nn.Parameter, ...]:
+        """The parameters of optimiser group ``group``."""
+        return self._group(group).params
+
     def minimize(self, loss: Tensor, group: str = "main") -> Tensor:
         """One optimiser step of ``group`` on ``loss``; only that group's parameters get
         gradients and move. Returns the detached loss."""
@@ -276,7 +280,8 @@ class TrainingContext:
 
 
 class OptimizerSet:
-    """The named Adams of a posterior, built from its groups and kept across refits."""
+    """The named optimisers of a posterior (Adam, or the one its ``optimizer`` option names; see
+    :mod:`.optimizers`), built from its groups and kept across refits."""
 
     def __init__(self) -> None:
         self.groups: dict[str, OptimizerGroup] = {}
@@ -294,30 +299,13 @@ class OptimizerSet:
                         raise ValueError(f"{posterior.name}: a parameter appears in two optimizer groups "
                                          f"(second: {name!r})")
                     seen.add(id(p))
-            self.optimizers = {name: make_adam(g.params, lr * g.lr_scale) for name, g in self.groups.items()}
+            kind = getattr(posterior, "optimizer", "adam")
+            self.optimizers = {name: make_optimizer(kind, g.params, lr * g.lr_scale) for name, g in self.groups.items()}
             self.device = posterior.device
         for name, group in self.groups.items():
             for pg in self.optimizers[name].param_groups:
                 pg["lr"] = lr * group.lr_scale
         return self.optimizers, self.groups
-
-
-def make_adam(params, lr: float) -> torch.optim.Optimizer:
-    """Adam with PyTorch's fused kernel where the parameters allow it (float tensors on CPU
-    or CUDA: one kernel for all of them, about 10× faster than the default per-tensor loop
-    on CPU for the ~300k parameters of AADM), called directly on plain steps
-    (:class:`~uncertain_agents.posteriors.fused_adam.DirectFusedAdam`: the same update without
-    ``torch.optim``'s per-step bookkeeping), else the default implementation."""
-    params = list(params)
-    fusable = all(p.is_floating_point() and p.device.type in ("cpu", "cuda") for p in params)
-    if fusable:
-        try:
-            if direct_fused_adam_available():
-                return DirectFusedAdam(params, lr=lr)
-            return torch.optim.Adam(params, lr=lr, fused=True)
-        except (RuntimeError, TypeError, ValueError):
-            pass
-    return torch.optim.Adam(params, lr=lr)
 
 
 class _TrialIndexStream:
@@ -395,6 +383,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     snapshot, candidate = _snapshot(post), None
     first_loss: float | None = None
     output_bound = _output_bound(post, xs, ys)
+    lr_decay = float(getattr(post, "lr_decay", 0.0))
     graphs = _graphs_wanted(post, cuda_graph)
 
     def step_on(idx: Tensor, staged: bool = False):
@@ -418,6 +407,8 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             warmup = warmup_steps(post)
             for phase_step in range(count):
                 ctx.step, ctx.phase_step = step, phase_step
+                if lr_decay:
+                    _set_decayed_lr(optimizers, groups, lr, lr_decay, steps_before + step)
                 idx = stream.take(bs)
                 if graphed is not None:
                     named = graphed(idx)
@@ -465,6 +456,15 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     out = {k: v.cpu().numpy() for k, v in traces.items()}
     return FitResult(out[MAIN_LOSS], total, time.perf_counter() - t0, out,
                      {p.name: c for p, c in zip(phases, counts)}, ctx.diagnostics, phase_seconds)
+
+
+def _set_decayed_lr(optimizers: Mapping[str, torch.optim.Optimizer], groups: Mapping[str, OptimizerGroup],
+                    lr: float, lr_decay: float, steps_before: int) -> None:
+    """Every group's learning rate for the next step under the inverse-time decay
+    (:func:`~.optimizers.decayed_lr`; ``steps_before`` counts the steps of all fits so far)."""
+    for name, group in groups.items():
+        for pg in optimizers[name].param_groups:
+            pg["lr"] = decayed_lr(lr * group.lr_scale, lr_decay, steps_before)
 
 
 def _graphs_wanted(post: "Posterior", cuda_graph: bool | None) -> bool:

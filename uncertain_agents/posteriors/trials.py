@@ -38,7 +38,7 @@ from ..registry import method_options, resolve_name
 from ..validation import check_device, check_positive_float, check_positive_int
 from .base import Batch, FitResult, Posterior, TrainingContext
 from .bb_alpha import BlackBoxAlpha
-from .bootstrap import Bootstrap
+from .bootstrap import Bootstrap, draw_counts
 from .cuda_graphs import EagerStage
 from .data import check_training_data
 from .dropout_alpha import DropoutAlpha, _DroppedReLU
@@ -417,12 +417,11 @@ class _TrialMembers(_SummedTrialLoss, _FiniteTrials):
     def _function_set(self) -> tuple[Tensor, Tensor, int]:
         return self.members, self.member_log_noise(), self.n_members
 
-    def member_loglik(self, batch: Batch) -> Tensor:
-        """``[R·M, B]`` log-likelihood of each member on its trial's batch."""
+    def member_outputs(self, batch: Batch) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``(f[R·M, B, out], y[R·M, B, out], mask)``: each member on its trial's batch."""
         f = self.spec.forward(self.members, self._per_function(batch.x))
         mask = None if batch.mask is None else self._per_function(batch.mask)
-        return self.likelihood.log_prob(f, self._per_function(batch.y), mask,
-                                        log_noise_std=self.member_log_noise().unsqueeze(1))
+        return f, self._per_function(batch.y), mask
 
     def penalty(self, n_data: int) -> Tensor:
         if not self.use_prior:
@@ -432,12 +431,14 @@ class _TrialMembers(_SummedTrialLoss, _FiniteTrials):
     def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         """The sum over trials of each trial's loss (the mean over its members, as the method's
         :meth:`~.point_estimates.PointEstimates.loss` on its own batch)."""
-        loglik = self.member_loglik(batch)
-        weights = self.row_weights(batch)
-        if weights is not None:
-            loglik = loglik * weights
-        per_member = -loglik.mean(-1) + self.penalty(batch.n_data)  # [R·M]
-        return per_member.view(self.n_trials, self.n_members).mean(1).sum()
+        return self.member_objectives(batch).view(self.n_trials, self.n_members).mean(1).sum()
+
+    def training_step(self, batch: Batch, ctx: TrainingContext) -> dict[str, Tensor]:
+        """The summed trials' step, or the members' own step (``objective="squared-error"`` or
+        ``clip_norm``: every row of ``[R·M, D]`` is one member)."""
+        if self.objective == "nll" and self.clip_norm is None:
+            return _SummedTrialLoss.training_step(self, batch, ctx)
+        return self.member_step(batch, ctx)
 
 
 @_trial_method("ensemble")
@@ -463,15 +464,8 @@ class TrialBootstrap(_TrialMembers, Bootstrap):
         have = self.weights.shape[1]
         if n_data <= have:
             return
-        rows, new = self.members.shape[0], n_data - have
-        gen = self.generator()
-        if self.scheme == "poisson":
-            counts = torch.poisson(torch.ones(rows, new, device=self.device), generator=gen)
-        else:
-            picks = torch.multinomial(torch.ones(rows, new, device=self.device), new, replacement=True,
-                                      generator=gen)
-            counts = torch.zeros(rows, new, device=self.device)
-            counts.scatter_add_(1, picks, torch.ones_like(picks, dtype=counts.dtype))
+        counts = draw_counts(self.scheme, self.members.shape[0], n_data - have, first=have == 0,
+                             inclusion=self.inclusion, generator=self.generator(), device=self.device)
         self.weights = torch.cat([self.weights, counts.to(self.weights.dtype)], dim=1)
 
     def row_weights(self, batch: Batch) -> Tensor:
