@@ -54,6 +54,14 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "init_noise0.1": ({"init_noise_std": 0.1}, {}),
     "init_noise0.25": ({"init_noise_std": 0.25}, {}),
     "every25_steps50": ({}, {"train_every": 25, "train_steps": 50}),
+    # bootstrap as Riquelme et al.'s BootRMS (the fsvgd-paper preset's, docs/bandits.md) on the
+    # default protocol's network and members; "riquelme20" with their 20 replicas
+    "riquelme": ({"scheme": "bernoulli", "inclusion": 0.95, "init_uniform": 0.3, "use_prior": False,
+                  "objective": "squared-error", "clip_norm": 5.0, "optimizer": "rmsprop", "lr_decay": 0.5,
+                  "noise_std": 0.1}, {"lr": 0.1}),
+    "riquelme20": ({"n_members": 20, "scheme": "bernoulli", "inclusion": 0.95, "init_uniform": 0.3,
+                    "use_prior": False, "objective": "squared-error", "clip_norm": 5.0, "optimizer": "rmsprop",
+                    "lr_decay": 0.5, "noise_std": 0.1}, {"lr": 0.1}),
 }
 
 
