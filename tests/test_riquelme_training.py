@@ -207,3 +207,22 @@ def test_fsvgd_paper_bootstrap_is_riquelmes_bootrms():
     assert proto.steps_for(None) == proto.train_steps
     ens = make_agent("thompson", n_actions=2, context_dim=117, posterior="ensemble", protocol="fsvgd-paper", seed=0)
     assert ens.posterior.optimizer == "adam" and ens.train_steps == proto.train_steps
+
+
+def test_trial_batched_runner_takes_the_bootstrap_schedule_of_the_preset(monkeypatch):
+    """run_thompson_trials (the GPU table's lock-step runner) gives the preset's bootstrap its
+    own refit steps (100) and learning rate (0.1), as make_agent does."""
+    from uncertain_agents.agents.experiment import run_thompson_trials
+    from uncertain_agents.posteriors.trials import TRIAL_METHODS
+
+    seen, original = [], TRIAL_METHODS["bootstrap"].fit
+
+    def traced_fit(self, *args, **kwargs):
+        seen.append((kwargs.get("steps"), kwargs.get("lr"), self.optimizer, self.objective))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TRIAL_METHODS["bootstrap"], "fit", traced_fit)
+    frames = run_thompson_trials("bootstrap", {"n_members": 3}, [0, 1], env_name="wheel", steps=16, delta=0.5,
+                                 protocol="fsvgd-paper", hidden=(8,), train_every=8)
+    assert seen and all(s == (100, 0.1, "rmsprop", "squared-error") for s in seen)
+    assert len(frames) == 2 and all(len(f) == 16 for f in frames)
