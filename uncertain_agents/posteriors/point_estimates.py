@@ -108,9 +108,10 @@ class PointEstimates(Posterior):
         return None
 
     def penalty(self, n_data: int) -> Tensor:
-        """``[M]`` Gaussian-prior penalty ``Σ_j θ_mj²/(2 prior_std_j² N)`` of every member."""
+        """``[rows]`` Gaussian-prior penalty ``Σ_j θ_mj²/(2 prior_std_j² N)`` of every member (every
+        row of ``members``: ``M``, or ``R·M`` in the trial-batched form)."""
         if not self.use_prior:
-            return self.members.new_zeros(self.n_members)
+            return self.members.new_zeros(self.members.shape[0])
         return (self.members.square() / (2.0 * self.prior_std.square())).sum(-1) / n_data
 
     def member_objectives(self, batch: Batch) -> Tensor:

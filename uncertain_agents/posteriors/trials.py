@@ -423,11 +423,6 @@ class _TrialMembers(_SummedTrialLoss, _FiniteTrials):
         mask = None if batch.mask is None else self._per_function(batch.mask)
         return f, self._per_function(batch.y), mask
 
-    def penalty(self, n_data: int) -> Tensor:
-        if not self.use_prior:
-            return self.members.new_zeros(self.members.shape[0])
-        return (self.members.square() / (2.0 * self.prior_std.square())).sum(-1) / n_data
-
     def trial_loss(self, batch: Batch, generator: torch.Generator) -> Tensor:
         """The sum over trials of each trial's loss (the mean over its members, as the method's
         :meth:`~.point_estimates.PointEstimates.loss` on its own batch)."""
