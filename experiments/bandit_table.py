@@ -9,7 +9,10 @@ shows mean ± standard error over trials.
 Agents are built by ``make_agent(..., protocol=--protocol)`` (``default``, ``showdown``,
 ``fsvgd-paper``: see ``uncertain_agents.agents.protocols``). Runs are appended to
 ``<out>/bandit_runs.csv`` as they finish (``--workers`` runs them in parallel) and
-skipped when the script is started again, so an interrupted table can be resumed.
+skipped when the script is started again, so an interrupted table can be resumed. A long
+table can be spread over runs or machines: each runs its own trials into its own folder
+(``--first-trial 5 --trials 5``: trials 5–9), and ``--merge FOLDER`` adds a folder's runs
+that ``--out`` lacks (curves, checkpoints and manifest entries with them) and rebuilds the table.
 
     OMP_NUM_THREADS=1 UNCERTAIN_AGENTS_DATA=/path/to/data \
         python experiments/bandit_table.py --steps 5000 --trials 5
@@ -163,6 +166,71 @@ def write_run(out: Path, runs_path: Path, row: dict, curve: pd.DataFrame) -> Non
     curve.to_csv(out / "curves.csv", mode="a", header=not (out / "curves.csv").is_file(), index=False)
 
 
+RUN_KEY = ["env", "protocol", "label", "trial", "steps"]
+
+
+def merge_folder(source: Path, out: Path) -> int:
+    """Add the finished runs of another table folder (``--merge``) to ``out``: the runs of ``source``
+    whose (env, protocol, agent, trial, horizon) ``out`` lacks, with their curves and checkpoints, and
+    the source's manifest entries (marked ``merged_from``). Runs that both hold are kept as ``out`` has
+    them; where their regrets differ (other code, other device) the difference is printed. Every file is
+    rewritten atomically. Returns the number of runs added."""
+    import json
+
+    source_runs_path = source / "bandit_runs.csv"
+    if not source_runs_path.is_file():
+        raise FileNotFoundError(f"--merge: {source} holds no bandit_runs.csv (expected a bandit table folder)")
+    source_runs = pd.read_csv(source_runs_path)
+    runs_path = out / "bandit_runs.csv"
+    runs = pd.read_csv(runs_path) if runs_path.is_file() else source_runs.iloc[:0]
+    for frame in (source_runs, runs):
+        if "protocol" not in frame:
+            frame["protocol"] = "default"
+    kept = runs[RUN_KEY + ["cumulative_regret"]].drop_duplicates(RUN_KEY, keep="last")
+    both = source_runs.merge(kept, on=RUN_KEY, how="left",
+                             suffixes=("", "_kept"), indicator=True)
+    shared = both[both["_merge"] == "both"]
+    differing = shared[(shared["cumulative_regret"] - shared["cumulative_regret_kept"]).abs()
+                       > 1e-6 * shared["cumulative_regret_kept"].abs().clip(lower=1.0)]
+    for _, row in differing.iterrows():
+        print(f"  kept {row['env']} {row['label']} trial {row['trial']}: regret {row['cumulative_regret_kept']:.3f} "
+              f"here, {row['cumulative_regret']:.3f} in {source}", flush=True)
+    new = source_runs[(both["_merge"] == "left_only").to_numpy()]
+    if new.empty:
+        print(f"--merge: nothing new in {source}", flush=True)
+        return 0
+    merged = pd.concat([runs, new], ignore_index=True)
+    atomic_write_text(runs_path, merged.reindex(columns=list(dict.fromkeys([*runs.columns, *new.columns])))
+                      .to_csv(index=False))
+    curve_key = ["env", "protocol", "label", "trial"]
+    added = new[curve_key].drop_duplicates()
+    for name in ("curves.csv", "progress.csv"):
+        if not (source / name).is_file():
+            continue
+        extra = pd.read_csv(source / name)
+        if "protocol" not in extra:
+            extra["protocol"] = "default"
+        extra = extra.merge(added, on=curve_key)
+        if "steps" in extra:  # progress rows: only those of the horizons merged
+            extra = extra.merge(new[RUN_KEY].drop_duplicates(), on=RUN_KEY)
+        if extra.empty:
+            continue
+        target = pd.read_csv(out / name) if (out / name).is_file() else extra.iloc[:0]
+        combined = pd.concat([target, extra], ignore_index=True)
+        atomic_write_text(out / name, combined.reindex(columns=list(dict.fromkeys([*target.columns, *extra.columns])))
+                          .to_csv(index=False))
+    manifest_path = out / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"runs": []}
+    if (source / "manifest.json").is_file():
+        for entry in json.loads((source / "manifest.json").read_text()).get("runs", []):
+            tagged = {**entry, "merged_from": str(source)}
+            if entry not in manifest["runs"] and tagged not in manifest["runs"]:
+                manifest["runs"].append(tagged)
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1) + "\n")
+    print(f"--merge: {len(new)} runs added from {source}", flush=True)
+    return len(new)
+
+
 def main(argv=None) -> int:
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
@@ -170,6 +238,9 @@ def main(argv=None) -> int:
     p.add_argument("--envs", default="wheel,mushroom")
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--trials", type=int, default=5)
+    p.add_argument("--first-trial", type=int, default=0,
+                   help="run trials first-trial … first-trial + trials - 1 (default 0), so that a table's trials can "
+                        "be spread over several runs or machines and merged")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--delta", type=float, default=0.95)
     p.add_argument("--protocol", default="default", help="bandit protocol: default, showdown, fsvgd-paper")
@@ -184,14 +255,21 @@ def main(argv=None) -> int:
                    help="print every run's decisions done and seconds taken every N decisions (default: off)")
     p.add_argument("--out", type=Path, default=Path("experiments/results/bandit_table"))
     p.add_argument("--report-only", action="store_true", help="only rebuild the table and plots from the CSVs")
+    p.add_argument("--merge", type=Path, action="append", default=[], metavar="FOLDER",
+                   help="add the runs of another table folder (trials run elsewhere, e.g. with --first-trial) "
+                        "that --out lacks, then rebuild the table; repeatable")
     p.add_argument("--page", type=Path, default=None,
                    help="also write a results page (Markdown: protocol, scale, command, ours beside the "
                         "published figures, regret plots), e.g. docs/results/fsvgd_bandits.md")
     args = p.parse_args(argv)
-    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
+    if args.first_trial < 0 or args.trials < 1:
+        p.error(f"--first-trial must be >= 0 and --trials >= 1, got {args.first_trial} and {args.trials}")
+    record_run(args.out, None if argv is None else ["experiments/bandit_table.py", *argv])  # appends commit, command line and versions to {out}/manifest.json
     runs_path = args.out / "bandit_runs.csv"
     protocol = get_protocol(args.protocol).name
-    if args.report_only:
+    for source in args.merge:
+        merge_folder(source, args.out)
+    if args.report_only or args.merge:
         return report(args.out, args.steps, protocol, page=args.page)
     posteriors = ua.available_posteriors() if args.posteriors == "all" else args.posteriors.split(",")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -201,7 +279,7 @@ def main(argv=None) -> int:
     only = set(filter(None, args.only.split(",")))
     todo = []
     for env_name in args.envs.split(","):
-        for trial in range(args.trials):
+        for trial in range(args.first_trial, args.first_trial + args.trials):
             for label, agent_name, post, options in specs(posteriors):
                 if only and label not in only and label != "uniform":
                     continue

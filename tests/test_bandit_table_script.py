@@ -62,3 +62,36 @@ def test_regret_floor_at_a_longer_horizon(tmp_path):
     # Uniform's own floor is its share of its longer run: about T/H
     assert floors.loc[floors["label"] == "uniform", "floor"].between(10, 45).all()
     assert "floor at 240" in bound.summary(floors, 240)
+
+
+def test_trials_spread_over_folders_merge_into_the_table_of_one_run(tmp_path):
+    table = _script()
+    common = ["--envs", "wheel", "--steps", "60", "--protocol", "showdown", "--posteriors", "mfvi", "--only", "linear",
+              "--workers", "1"]
+    assert table.main(common + ["--trials", "3", "--out", str(tmp_path / "whole")]) == 0
+    assert table.main(common + ["--trials", "1", "--out", str(tmp_path / "first")]) == 0
+    assert table.main(common + ["--first-trial", "1", "--trials", "2", "--out", str(tmp_path / "rest")]) == 0
+    rest = pd.read_csv(tmp_path / "rest" / "bandit_runs.csv")
+    assert set(rest["trial"]) == {1, 2} and set(rest["seed"]) == {1, 2}
+
+    assert table.main(["--steps", "60", "--protocol", "showdown", "--out", str(tmp_path / "first"),
+                       "--merge", str(tmp_path / "rest")]) == 0
+    key = ["env", "label", "trial"]
+    merged = pd.read_csv(tmp_path / "first" / "bandit_runs.csv").sort_values(key).reset_index(drop=True)
+    whole = pd.read_csv(tmp_path / "whole" / "bandit_runs.csv").sort_values(key).reset_index(drop=True)
+    assert len(merged) == 6  # uniform and linear, trials 0-2
+    pd.testing.assert_series_equal(merged["cumulative_regret"], whole["cumulative_regret"])
+    curves = pd.read_csv(tmp_path / "first" / "curves.csv")
+    assert set(curves["trial"]) == {0, 1, 2}
+    assert len(curves) == len(pd.read_csv(tmp_path / "whole" / "curves.csv"))
+    import json
+    manifest = json.loads((tmp_path / "first" / "manifest.json").read_text())
+    assert any(entry.get("merged_from") == str(tmp_path / "rest") for entry in manifest["runs"])
+    # merging again adds nothing; a folder that is not a table is refused by name
+    assert table.merge_folder(tmp_path / "rest", tmp_path / "first") == 0
+    assert len(pd.read_csv(tmp_path / "first" / "bandit_runs.csv")) == 6
+    import pytest
+    with pytest.raises(FileNotFoundError, match="--merge"):
+        table.merge_folder(tmp_path / "nowhere", tmp_path / "first")
+    with pytest.raises(SystemExit):
+        table.main(common + ["--first-trial", "-1", "--out", str(tmp_path / "bad")])
