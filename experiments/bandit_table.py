@@ -231,6 +231,20 @@ def merge_folder(source: Path, out: Path) -> int:
     return len(new)
 
 
+def die_with_parent() -> None:
+    """Worker initialiser: on Linux, ask the kernel to stop this worker when the table's process dies
+    (``PR_SET_PDEATHSIG``), so that killing a table does not leave its runs computing on unseen."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def main(argv=None) -> int:
     from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 
@@ -319,7 +333,8 @@ def main(argv=None) -> int:
         futures = {pool.submit(slots.run, fn, *task): task for fn, task in tasks}
     else:
         # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
-        pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=die_with_parent)
         futures = {pool.submit(fn, *task): task for fn, task in tasks}
     t_start = time.perf_counter()
     with pool:
