@@ -20,7 +20,6 @@ that ``--out`` lacks (curves, checkpoints and manifest entries with them) and re
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ import torch
 
 import uncertain_agents as ua
 from uncertain_agents.runs import atomic_write_text, record_run
+from uncertain_agents.workers import spawn_pool
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, StreamSlots, make_env, parallel_mode,
                                                 plot_regret, run_thompson_trials, trials_batchable)
@@ -231,22 +231,8 @@ def merge_folder(source: Path, out: Path) -> int:
     return len(new)
 
 
-def die_with_parent() -> None:
-    """Worker initialiser: on Linux, ask the kernel to stop this worker when the table's process dies
-    (``PR_SET_PDEATHSIG``), so that killing a table does not leave its runs computing on unseen."""
-    if sys.platform != "linux":
-        return
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def main(argv=None) -> int:
-    from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", default="wheel,mushroom")
@@ -332,9 +318,8 @@ def main(argv=None) -> int:
         pool = ThreadPoolExecutor(max_workers=args.workers, thread_name_prefix="table-run")
         futures = {pool.submit(slots.run, fn, *task): task for fn, task in tasks}
     else:
-        # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
-        pool = ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=die_with_parent)
+        # spawned workers (a forked child cannot initialise CUDA) that stop if the table is killed
+        pool = spawn_pool(args.workers)
         futures = {pool.submit(fn, *task): task for fn, task in tasks}
     t_start = time.perf_counter()
     with pool:

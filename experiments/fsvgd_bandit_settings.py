@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import as_completed
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -37,6 +37,7 @@ from uncertain_agents.agents import make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.datasets.mushroom import load_mushroom
 from uncertain_agents.runs import record_run
+from uncertain_agents.workers import spawn_pool
 
 #: Posterior options that undo the authors' settings of the protocol (their values before 2026-11-26:
 #: the agents' bandit prior N(0, 1), He initialisation, the method's defaults otherwise).
@@ -94,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
             for t in args.trials.split(",")]
     record_run(args.out, sys.argv if argv is None else ["fsvgd_bandit_settings.py", *argv])
     lines = args.out / "runs.jsonl"
-    with multiprocessing.get_context("spawn").Pool(args.workers) as pool:
-        finished = pool.imap_unordered(_run_job, jobs) if args.workers > 1 else map(_run_job, jobs)
+    with spawn_pool(args.workers) as pool:  # spawned workers that stop if this script is killed
+        finished = (f.result() for f in as_completed([pool.submit(_run_job, job) for job in jobs])) \
+            if args.workers > 1 else map(_run_job, jobs)
         for result in finished:  # each run is written as soon as it ends
             print(json.dumps(result), flush=True)
             with open(lines, "a") as f:  # one complete line per finished run

@@ -31,15 +31,16 @@ the slowest); ``--jobs`` and ``--posteriors`` run a part.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from uncertain_agents.workers import spawn_pool
 
 JOBS = ("boston", "wheel", "mushroom", "digits")
 BANDIT_STEPS = 3000
@@ -271,8 +272,8 @@ def main(argv=None) -> int:
     todo.sort(key=lambda c: (order.get(c[1], 9), c[0]))
     print(f"{len(todo)} cells to run ({args.workers} workers)", flush=True)
     t0 = time.perf_counter()
-    # spawn, not fork: a forked child cannot initialise CUDA (and fork copies the parent's threads)
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # spawned workers (a forked child cannot initialise CUDA) that stop if this script is killed
+    with spawn_pool(args.workers) as pool:
         futures = {pool.submit(run_cell, *cell): cell for cell in todo}
         for k, fut in enumerate(as_completed(futures), 1):
             job, name, i, _ = futures[fut]

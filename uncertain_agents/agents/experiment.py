@@ -159,10 +159,11 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
         _run_in_threads(pending, specs, seed, workers, settings, finish, progress)
     else:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures import as_completed
 
-        pool = ProcessPoolExecutor(min(workers, len(pending)), mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=_worker_init)
+        from ..workers import spawn_pool
+
+        pool = spawn_pool(min(workers, len(pending)), initializer=_worker_init)
         try:
             futures = {pool.submit(_run_one, specs[i], trial, seed + trial, **settings): (trial, i)
                        for trial, i in pending}
@@ -293,7 +294,8 @@ class StreamSlots:
 
 def _worker_init() -> None:
     """Worker-process initializer: one torch thread per process (workers share the cores), and
-    Ctrl-C is left to the parent, which stops the workers and keeps the finished runs."""
+    Ctrl-C is left to the parent, which stops the workers and keeps the finished runs (and a
+    killed parent takes its workers with it: :func:`~uncertain_agents.workers.spawn_pool`)."""
     import signal
 
     import torch

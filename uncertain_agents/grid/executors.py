@@ -38,15 +38,16 @@ Report = Callable[[dict, dict], None]
 
 def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: int = 1) -> None:
     """Serial when ``workers == 1``, else a pool of ``workers`` processes (spawned, so no
-    torch thread pool is inherited)."""
+    torch thread pool is inherited; they stop if this process dies, see :mod:`..workers`)."""
     if workers == 1:
         for cell in cells:
             report(cell, execute_cell(cell, threads))
         return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    from ..workers import spawn_pool
+
+    pool = spawn_pool(workers)
     try:
         futures = {pool.submit(execute_cell, cell, threads): cell for cell in cells}
         for future in as_completed(futures):
