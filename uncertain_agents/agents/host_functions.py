@@ -60,7 +60,11 @@ class HostFunctions:
         layers = list(spec.unflatten(fs.distinct_params.detach()))
         w0, b0 = layers[0]
         inv = 1.0 / fs.x_scale
-        layers[0] = (w0 * inv.unsqueeze(-1), b0 - torch.einsum("i,nio->no", fs.x_loc * inv, w0))
+        # the bias fold is a sum over inputs: done in float64 and rounded once, so that a network's
+        # folded bias does not depend on how many networks are folded with it (a float32 product's
+        # last bits follow the BLAS kernel and thread split chosen for the whole batch)
+        shift = torch.einsum("i,nio->no", (fs.x_loc * inv).double(), w0.double()).to(b0.dtype)
+        layers[0] = (w0 * inv.unsqueeze(-1), b0 - shift)
         wl, bl = layers[-1]
         layers[-1] = (wl * fs.y_scale, bl * fs.y_scale + fs.y_loc)
         # per layer [m, fan_in + 1, fan_out], the bias as the last input row (one host copy)
