@@ -56,9 +56,15 @@ def test_unwritable_out_is_an_error_before_work(tmp_path):
 
 
 # ----------------------------------------------------------- interrupt, resume
+#: Six trials: after the first Thompson unit appears, four more Thompson trials (about 0.5 s each on an idle
+#: machine) remain, so the interrupt lands mid-run even when this test process is slow to send it (with three
+#: trials only about 1 s of work was left, and under load the run sometimes finished first: exit 0, not 130).
+INTERRUPTED_BANDIT = [*BANDIT[:BANDIT.index("--trials") + 1], "6", *BANDIT[BANDIT.index("--trials") + 2:]]
+
+
 def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
     out, clean = tmp_path / "interrupted", tmp_path / "clean"
-    proc = cli([*BANDIT, "--out", str(out)])
+    proc = cli([*INTERRUPTED_BANDIT, "--out", str(out)])
     deadline = time.time() + 120
     while time.time() < deadline and not list((out / "units").glob("thompson*trial0.csv")):
         time.sleep(0.02)
@@ -68,12 +74,12 @@ def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
     assert "Traceback" not in err and "resume" in err
     units = sorted(p.name for p in (out / "units").glob("*.csv"))
     assert "thompson-mfvi-__trial0.csv" in units or any(u.startswith("thompson") for u in units)
-    assert len(units) < 6 and not (out / "summary.csv").exists()
-    resumed = cli([*BANDIT, "--out", str(out)])
+    assert len(units) < 12 and not (out / "summary.csv").exists()
+    resumed = cli([*INTERRUPTED_BANDIT, "--out", str(out)])
     stdout, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
     assert "already finished" in " ".join(stdout.split())
-    full = cli([*BANDIT, "--out", str(clean)])
+    full = cli([*INTERRUPTED_BANDIT, "--out", str(clean)])
     assert full.wait(timeout=300) == 0
     a, b = pd.read_csv(out / "summary.csv"), pd.read_csv(clean / "summary.csv")
     pd.testing.assert_frame_equal(without_seconds(a), without_seconds(b))
