@@ -14,6 +14,14 @@ mean — what tells an exploitation trap (never tried, confidently rated bad) fr
         --agents mfvi,agent:linear
 
 About 20–40 s per Thompson-sampling trial on one CPU thread; LinFullPost takes 1–2 s.
+
+``--protocol fsvgd-paper --steps 10000`` asks the same of a paper preset instead: every agent is
+then built by ``make_agent(..., protocol=..., seed=t)`` and run with environment seed ``t``,
+exactly as ``experiments/bandit_table.py`` runs trial ``t`` (so its normalised regrets are that
+table's), e.g. the preset's bootstrap (about 10 minutes a trial at 10,000 decisions):
+
+    UNCERTAIN_AGENTS_DATA=../shared/data python experiments/mushroom_regret_sources.py \\
+        --protocol fsvgd-paper --steps 10000 --window 1000 --agents bootstrap,agent:linear --trials 2
 """
 from __future__ import annotations
 
@@ -35,18 +43,27 @@ WINDOW = 250
 REFERENCE_PREFIX = "agent:"
 
 
-def build_agent(name: str, trial: int, env):
-    """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``, sized from ``env``."""
+def build_agent(name: str, trial: int, env, protocol: str = "default"):
+    """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``, sized from ``env``.
+
+    Under ``protocol="default"`` the plug-in matrix's construction (posterior seed t, agent seed
+    t + 1); under a paper preset ``experiments/bandit_table.py``'s (``make_agent`` with seed t)."""
     n_arms, dim = int(env.action_space.n), int(env.observation_space.shape[0])
+    if protocol != "default":
+        if name.startswith(REFERENCE_PREFIX):
+            return make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, protocol=protocol,
+                              seed=trial)
+        return make_agent("thompson", n_actions=n_arms, context_dim=dim, posterior=name, protocol=protocol,
+                          seed=trial)
     if name.startswith(REFERENCE_PREFIX):
         return make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, seed=trial)
     post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
     return ThompsonSampling(post, n_arms, seed=trial + 1)
 
 
-def windows(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per window of :data:`WINDOW` decisions: regret, expected regret and the two kinds of error."""
-    window = (frame["step"].to_numpy() - 1) // WINDOW
+def windows(frame: pd.DataFrame, size: int = WINDOW) -> pd.DataFrame:
+    """Per window of ``size`` decisions: regret, expected regret and the two kinds of error."""
+    window = (frame["step"].to_numpy() - 1) // size
     edible = frame["optimal_expected_reward"].to_numpy() > 0
     eat = frame["action"].to_numpy() == 1
     parts = pd.DataFrame({"window": window, "regret": frame["regret"], "expected_regret": frame["expected_regret"],
@@ -82,24 +99,31 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=TRIALS)
     parser.add_argument("--first-trial", type=int, default=0,
                         help="first trial index (default 0: the plug-in matrix's trials 0-4; 5 and up are held out)")
+    parser.add_argument("--protocol", default="default",
+                        help="bandit protocol: 'default' (the plug-in matrix's) or a paper preset such as 'fsvgd-paper'")
+    parser.add_argument("--steps", type=int, default=STEPS, help=f"decisions per trial (default {STEPS})")
+    parser.add_argument("--window", type=int, default=WINDOW, help=f"decisions per table column (default {WINDOW})")
     args = parser.parse_args()
+    if args.steps < 1 or args.window < 1:
+        parser.error("--steps and --window must be positive")
     torch.set_num_threads(1)
     data = load_mushroom()
     for name in args.agents.split(","):
         tables, scores, normalised = [], [], []
         trials = range(args.first_trial, args.first_trial + args.trials)
         for trial in trials:
-            env = make_env("mushroom", steps=STEPS)
-            agent = build_agent(name, trial, env)
-            frame = run_bandit(env, agent, steps=STEPS, seed=trial)
-            tables.append(windows(frame))
-            uniform = run_bandit(make_env("mushroom", steps=STEPS), Uniform(2, seed=trial), steps=STEPS, seed=trial)
+            env = make_env("mushroom", steps=args.steps)
+            agent = build_agent(name, trial, env, args.protocol)
+            frame = run_bandit(env, agent, steps=args.steps, seed=trial)
+            tables.append(windows(frame, args.window))
+            uniform = run_bandit(make_env("mushroom", steps=args.steps), Uniform(2, seed=trial), steps=args.steps,
+                                 seed=trial)
             normalised.append(100.0 * frame["cumulative_regret"].iloc[-1] / uniform["cumulative_regret"].iloc[-1])
             if isinstance(agent, ThompsonSampling):
                 scores.append(misrated_edible(agent, data))
         mean = sum(tables) / len(tables)
-        mean.index = [f"{w * WINDOW}-{(w + 1) * WINDOW}" for w in mean.index]
-        print(f"\n{name}: mean over {args.trials} trials, per {WINDOW} decisions")
+        mean.index = [f"{w * args.window}-{(w + 1) * args.window}" for w in mean.index]
+        print(f"\n{name}: mean over {args.trials} trials, per {args.window} decisions")
         print(mean.T.round(1).to_string())
         values = np.array(normalised)
         spread = f" ± {values.std(ddof=1) / np.sqrt(len(values)):.2f}" if len(values) > 1 else ""

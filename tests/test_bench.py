@@ -25,6 +25,9 @@ def test_tiny_run_prints_table_and_writes_json(tmp_path, capsys):
     assert result["device"] == "cpu" and result["torch_version"] == torch.__version__
     assert result["threads"] >= 1 and result["network"]["name"] == "boston" and result["network"]["batch"] == 32
     assert result["manifest"]["argv"] and "git_commit" in result["manifest"]
+    # timings are only comparable on one CPU model: the result names it, and the table shows it
+    assert isinstance(result["cpu"], str) and result["cpu"] and result["cpu"].split()[0] in printed
+    assert result["cpu_capability"] and result["gpu"] is None
     assert [e["posterior"] for e in result["posteriors"]] == ["mfvi", "map"]
     for entry in result["posteriors"]:
         for key in ("step_us", "step_ratio", "predict_ms", "predict_ratio", "act_median_us", "act_mean_us"):

@@ -38,6 +38,9 @@ def test_record_run_appends_one_manifest_per_run_and_keeps_the_rest(tmp_path):
     manifest = json.loads(path.read_text())
     assert [r["argv"] for r in manifest["runs"]] == [["script.py", "--out", str(out)], ["script.py", "--resume"]]
     assert {"git_commit", "torch_version", "package_version", "started"} <= set(manifest["runs"][0])
+    # the machine, since timings and the last bits of chaotic runs depend on the CPU model
+    assert isinstance(manifest["runs"][0]["cpu"], str) and manifest["runs"][0]["cpu"]
+    assert "cpu_capability" in manifest["runs"][0] and "gpu" in manifest["runs"][0]
     path.write_text(json.dumps({"runs": [], "made_before_manifests": {"last_commit": "abc"}}))
     record_run(out, argv=["x"])
     manifest = json.loads(path.read_text())

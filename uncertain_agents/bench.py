@@ -22,6 +22,7 @@ from torch import nn
 
 from .allocator import freed_memory_kept
 from .posteriors.cuda_graphs import cuda_graphs_requested
+from .runs import cpu_capability, processor_name
 
 
 @dataclass(frozen=True)
@@ -341,6 +342,9 @@ def run_bench(network: str = "bandit", posteriors: list[str] | None = None, *, r
     return {
         "network": {**asdict(net), "widths": net.label},
         "device": str(dev), "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+        # timings depend on the CPU model; the "slow machine state" of earlier notes was another CPU
+        "cpu": processor_name(), "cpu_capability": cpu_capability(),
+        "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         # set by the posteriors' first fit (process-wide, so the plain reference runs under it too)
         "malloc_keeps_freed_memory": freed_memory_kept(),
         # fits replay graph-safe steps from CUDA graphs (CUDA only; off with UNCERTAIN_AGENTS_CUDA_GRAPHS=0)

@@ -68,6 +68,34 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+def processor_name() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``; elsewhere :func:`platform.processor`).
+
+    Recorded with every result because timings, and the last bits of floating-point results,
+    depend on it: the BLAS picks its kernels per CPU, so a chaotic run (a bandit trial) made on
+    one CPU model replays to the bit on that model only.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_capability() -> str:
+    """The vector instruction set PyTorch's CPU kernels dispatch to here (e.g. ``"AVX512"``)."""
+    import torch
+
+    try:
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (AttributeError, RuntimeError):  # older torch
+        return "unknown"
+
+
 def run_manifest(argv=None) -> dict:
     """How a result was made: package, commit, command line, versions, machine, time."""
     import torch
@@ -77,7 +105,10 @@ def run_manifest(argv=None) -> dict:
     return {"package_version": __version__, "git_commit": git_commit(),
             "argv": list(sys.argv if argv is None else argv), "torch_version": torch.__version__,
             "python_version": platform.python_version(), "platform": platform.platform(),
-            "cuda": torch.cuda.is_available(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+            "cpu": processor_name(), "cpu_capability": cpu_capability(),
+            "cuda": torch.cuda.is_available(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
 MANIFEST = "manifest.json"

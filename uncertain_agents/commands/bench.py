@@ -101,7 +101,8 @@ def run(args) -> int:
                            peers=args.peers, device=args.device, progress=lambda text: status.update(text))
     result["manifest"] = run_manifest()
 
-    table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}, "
+    table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}"
+                        f"{' (' + result['cpu'] + ')' if result['device'] == 'cpu' else ''}, "
                         f"{result['threads']} threads, median of {args.rounds} interleaved rounds × "
                         f"{args.steps} steps")
     for col in ("posterior", "step µs", "ratio to plain", "predict ms", "ratio", "act µs (median)"):
