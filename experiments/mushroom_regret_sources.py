@@ -8,7 +8,9 @@ edible mushrooms left uneaten and poisonous ones eaten. For Thompson sampling it
 the final posterior on all 8,124 mushrooms of the data set (200 sampled functions): how many
 edible ones its *mean* rates as not worth eating, their odour, how often such a mushroom was
 shown and eaten during the run, and the predictive spread of "eat − don't eat" against its
-mean — what tells an exploitation trap (never tried, confidently rated bad) from slow learning.
+mean — what tells an exploitation trap (never tried, confidently rated bad) from slow learning —
+and, for the other mistake, the poisonous mushrooms that at least 5% of sampled functions would
+still eat (how many, how tempting, how often such mushrooms were eaten, their odour).
 
     UNCERTAIN_AGENTS_DATA=../shared/data python experiments/mushroom_regret_sources.py \\
         --agents mfvi,agent:linear
@@ -41,6 +43,8 @@ STEPS = 3000
 TRIALS = 5
 WINDOW = 250
 REFERENCE_PREFIX = "agent:"
+#: A poisonous mushroom counts as still tempting when at least this share of sampled functions eats it.
+TEMPTING = 0.05
 
 
 def build_agent(name: str, trial: int, env, protocol: str = "default"):
@@ -85,11 +89,21 @@ def misrated_edible(agent: ThompsonSampling, data) -> dict:
     odour_cols = [j for j, n in enumerate(data.feature_names) if n.startswith("odor=")]
     odour = Counter(data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]] for i in bad)
     rows = [data.contexts[i].tobytes() for i in bad]
+    # the other mistake: poisonous mushrooms that some sampled functions would still eat
+    p_eat = (diff > 0).mean(0)
+    tempting = np.flatnonzero((p_eat >= TEMPTING) & ~edible)
+    tempting_rows = [data.contexts[i].tobytes() for i in tempting]
+    tempting_odour = Counter(data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]]
+                             for i in tempting)
     return {"edible rated bad": len(bad), "of edible": int(edible.sum()),
             "ever shown": sum(shown[k] > 0 for k in rows), "ever eaten": sum(eaten[k] > 0 for k in rows),
             "odours": dict(odour.most_common(3)),
             "median sd(eat − not)": float(np.median(diff[:, bad].std(0))) if len(bad) else float("nan"),
-            "median |mean|": float(np.median(np.abs(diff[:, bad].mean(0)))) if len(bad) else float("nan")}
+            "median |mean|": float(np.median(np.abs(diff[:, bad].mean(0)))) if len(bad) else float("nan"),
+            f"poisonous eaten by >= {TEMPTING:.0%} of functions": len(tempting), "of poisonous": int((~edible).sum()),
+            "their mean P(eat)": float(p_eat[tempting].mean()) if len(tempting) else float("nan"),
+            "their times eaten during the run": sum(eaten[k] for k in set(tempting_rows)),
+            "their odours": dict(tempting_odour.most_common(3))}
 
 
 def main() -> None:
