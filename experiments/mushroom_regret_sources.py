@@ -87,14 +87,16 @@ def misrated_edible(agent: ThompsonSampling, data) -> dict:
     shown = Counter(key)
     eaten = Counter(k for k, a in zip(key, history.actions) if a == 1)
     odour_cols = [j for j, n in enumerate(data.feature_names) if n.startswith("odor=")]
-    odour = Counter(data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]] for i in bad)
+    def odour_of(i: int) -> str:
+        return data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]]
+
+    odour = Counter(odour_of(i) for i in bad)
     rows = [data.contexts[i].tobytes() for i in bad]
     # the other mistake: poisonous mushrooms that some sampled functions would still eat
     p_eat = (diff > 0).mean(0)
     tempting = np.flatnonzero((p_eat >= TEMPTING) & ~edible)
     tempting_rows = [data.contexts[i].tobytes() for i in tempting]
-    tempting_odour = Counter(data.feature_names[odour_cols[int(np.argmax(data.contexts[i, odour_cols]))]]
-                             for i in tempting)
+    tempting_odour = Counter(odour_of(i) for i in tempting)
     return {"edible rated bad": len(bad), "of edible": int(edible.sum()),
             "ever shown": sum(shown[k] > 0 for k in rows), "ever eaten": sum(eaten[k] > 0 for k in rows),
             "odours": dict(odour.most_common(3)),
