@@ -442,25 +442,45 @@ def write_page(page: Path, out: Path, runs: pd.DataFrame, text: str, steps: int,
 
 
 def table(runs: pd.DataFrame, steps: int) -> str:
-    """Markdown table: normalised regret (mean ± s.e. over trials) per env and label."""
+    """Markdown table: normalised regret per env and label — mean ± s.e. and median over trials,
+    and, where LinFullPost (``linear``) ran the same trials, the paired difference to it
+    (mean ± s.e. of the per-trial differences) and in how many trials the agent is below it."""
     runs = runs[runs["steps"] == steps]
     lines = []
     for env_name, g in runs.groupby("env", sort=False):
         uniform = g[g["label"] == "uniform"].set_index("trial")["cumulative_regret"]
+        normalised = {}
+        for label, h in g.groupby("label", sort=False):
+            h = h[h["trial"].isin(uniform.index)].drop_duplicates("trial", keep="last")
+            normalised[label] = pd.Series(100 * h["cumulative_regret"].to_numpy()
+                                          / uniform.loc[h["trial"]].to_numpy(), index=h["trial"].to_numpy())
+        linear = normalised.get("linear")
         lines += [f"\n{env_name}, {steps} steps (Uniform = 100)\n",
-                  "| agent | trials | cumulative regret | normalised regret | published (50k steps) | s / run |",
-                  "|---|---|---|---|---|---|"]
+                  "| agent | trials | cumulative regret | normalised regret | median | − LinFullPost (paired) "
+                  "| below LinFullPost | published (50k steps) | s / run |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         # the published wheel figures are for δ = 0.95 only
         comparable = env_name != "wheel" or ("delta" in g and set(g["delta"].round(6)) == {0.95})
         for label, h in g.groupby("label", sort=False):
-            h = h[h["trial"].isin(uniform.index)]
-            norm = 100 * h["cumulative_regret"].to_numpy() / uniform.loc[h["trial"]].to_numpy()
-            n = len(h)
-            se = lambda v: v.std(ddof=1) / np.sqrt(n) if n > 1 else float("nan")
-            lines.append(f"| {label} | {n} | {h['cumulative_regret'].mean():.1f} ± {se(h['cumulative_regret'].to_numpy()):.1f} "
-                         f"| {norm.mean():.2f} ± {se(norm):.2f} | {PUBLISHED.get((env_name, label), '') if comparable else ''} "
-                         f"| {h['seconds'].mean():.1f} |")
+            h = h[h["trial"].isin(uniform.index)].drop_duplicates("trial", keep="last")
+            norm = normalised[label]
+            paired, below = "", ""
+            if linear is not None and label not in ("linear", "uniform"):
+                common = norm.index.intersection(linear.index)
+                if len(common):
+                    diff = (norm.loc[common] - linear.loc[common]).to_numpy()
+                    paired = f"{diff.mean():+.2f} ± {_se(diff):.2f}"
+                    below = f"{int((diff < 0).sum())} of {len(diff)}"
+            lines.append(f"| {label} | {len(h)} | {h['cumulative_regret'].mean():.1f} ± "
+                         f"{_se(h['cumulative_regret'].to_numpy()):.1f} | {norm.mean():.2f} ± {_se(norm.to_numpy()):.2f} "
+                         f"| {norm.median():.2f} | {paired} | {below} "
+                         f"| {PUBLISHED.get((env_name, label), '') if comparable else ''} | {h['seconds'].mean():.1f} |")
     return "\n".join(lines)
+
+
+def _se(values: np.ndarray) -> float:
+    """Standard error of the mean (NaN for fewer than two values)."""
+    return float(values.std(ddof=1) / np.sqrt(len(values))) if len(values) > 1 else float("nan")
 
 
 if __name__ == "__main__":

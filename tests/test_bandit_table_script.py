@@ -95,3 +95,23 @@ def test_trials_spread_over_folders_merge_into_the_table_of_one_run(tmp_path):
         table.merge_folder(tmp_path / "nowhere", tmp_path / "first")
     with pytest.raises(SystemExit):
         table.main(common + ["--first-trial", "-1", "--out", str(tmp_path / "bad")])
+
+
+def test_table_pairs_each_agent_with_linfullpost_on_shared_trials():
+    table = _script()
+    rows = []
+    uniform = {0: 1000.0, 1: 2000.0, 2: 1000.0}
+    regrets = {"uniform": uniform, "linear": {0: 100.0, 1: 100.0, 2: 50.0},
+               "thompson[mfvi]": {0: 50.0, 1: 300.0}}  # trial 2 not run: pairs on trials 0 and 1 only
+    for label, per_trial in regrets.items():
+        for trial, regret in per_trial.items():
+            rows.append(dict(env="mushroom", protocol="default", label=label, trial=trial, seed=trial,
+                             steps=100, delta=float("nan"), cumulative_regret=regret, seconds=1.0))
+    text = table.table(pd.DataFrame(rows), 100)
+    line = next(row for row in text.splitlines() if row.startswith("| thompson[mfvi]"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    # normalised: mfvi 5.0 and 15.0, linear 10.0 and 5.0 -> differences -5 and +10
+    assert cells[1] == "2" and cells[3] == "10.00 ± 5.00" and cells[4] == "10.00"
+    assert cells[5] == "+2.50 ± 7.50" and cells[6] == "1 of 2"
+    linear = next(row for row in text.splitlines() if row.startswith("| linear"))
+    assert [c.strip() for c in linear.strip("|").split("|")][5:7] == ["", ""]
