@@ -344,6 +344,7 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
     if "protocol" not in runs:
         runs["protocol"] = "default"
     text = table(runs[runs["protocol"] == protocol], steps)
+    text += "\n\n" + per_trial_table(runs[runs["protocol"] == protocol], steps)
     unfinished = partial_table(out, runs, steps, protocol)
     if unfinished:
         text += "\n\n" + unfinished
@@ -475,6 +476,28 @@ def table(runs: pd.DataFrame, steps: int) -> str:
                          f"{_se(h['cumulative_regret'].to_numpy()):.1f} | {norm.mean():.2f} ± {_se(norm.to_numpy()):.2f} "
                          f"| {norm.median():.2f} | {paired} | {below} "
                          f"| {PUBLISHED.get((env_name, label), '') if comparable else ''} | {h['seconds'].mean():.1f} |")
+    return "\n".join(lines)
+
+
+def per_trial_table(runs: pd.DataFrame, steps: int) -> str:
+    """Markdown tables, one per env: each agent's normalised regret in every trial (columns), so
+    that a mean carried by one trial (a run that never eats) shows as such."""
+    runs = runs[runs["steps"] == steps]
+    lines = []
+    for env_name, g in runs.groupby("env", sort=False):
+        uniform = g[g["label"] == "uniform"].drop_duplicates("trial", keep="last").set_index("trial")["cumulative_regret"]
+        trials = sorted(uniform.index)
+        if not trials:
+            continue
+        lines += [f"\n{env_name}, {steps} steps, normalised regret per trial\n",
+                  "| agent | " + " | ".join(str(t) for t in trials) + " |",
+                  "|---|" + "---:|" * len(trials)]
+        for label, h in g.groupby("label", sort=False):
+            if label == "uniform":
+                continue
+            regret = h.drop_duplicates("trial", keep="last").set_index("trial")["cumulative_regret"]
+            cells = [f"{100 * regret[t] / uniform[t]:.2f}" if t in regret.index else "" for t in trials]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

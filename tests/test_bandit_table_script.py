@@ -115,3 +115,16 @@ def test_table_pairs_each_agent_with_linfullpost_on_shared_trials():
     assert cells[5] == "+2.50 ± 7.50" and cells[6] == "1 of 2"
     linear = next(row for row in text.splitlines() if row.startswith("| linear"))
     assert [c.strip() for c in linear.strip("|").split("|")][5:7] == ["", ""]
+
+
+def test_per_trial_table_lists_every_trial_and_leaves_missing_ones_empty():
+    table = _script()
+    rows = [dict(env="wheel", protocol="default", label=label, trial=trial, seed=trial, steps=50,
+                 delta=0.95, cumulative_regret=regret, seconds=1.0)
+            for label, per_trial in {"uniform": {0: 200.0, 1: 400.0}, "thompson[fsvgd]": {1: 10.0}}.items()
+            for trial, regret in per_trial.items()]
+    text = table.per_trial_table(pd.DataFrame(rows), 50)
+    lines = text.splitlines()
+    assert "| agent | 0 | 1 |" in lines
+    assert "| thompson[fsvgd] |  | 2.50 |" in lines
+    assert not any(line.startswith("| uniform") for line in lines)
