@@ -449,12 +449,7 @@ def table(runs: pd.DataFrame, steps: int) -> str:
     runs = runs[runs["steps"] == steps]
     lines = []
     for env_name, g in runs.groupby("env", sort=False):
-        uniform = g[g["label"] == "uniform"].set_index("trial")["cumulative_regret"]
-        normalised = {}
-        for label, h in g.groupby("label", sort=False):
-            h = h[h["trial"].isin(uniform.index)].drop_duplicates("trial", keep="last")
-            normalised[label] = pd.Series(100 * h["cumulative_regret"].to_numpy()
-                                          / uniform.loc[h["trial"]].to_numpy(), index=h["trial"].to_numpy())
+        uniform, normalised = _normalised(g)
         linear = normalised.get("linear")
         lines += [f"\n{env_name}, {steps} steps (Uniform = 100)\n",
                   "| agent | trials | cumulative regret | normalised regret | median | − LinFullPost (paired) "
@@ -485,20 +480,32 @@ def per_trial_table(runs: pd.DataFrame, steps: int) -> str:
     runs = runs[runs["steps"] == steps]
     lines = []
     for env_name, g in runs.groupby("env", sort=False):
-        uniform = g[g["label"] == "uniform"].drop_duplicates("trial", keep="last").set_index("trial")["cumulative_regret"]
+        uniform, normalised = _normalised(g)
         trials = sorted(uniform.index)
         if not trials:
             continue
         lines += [f"\n{env_name}, {steps} steps, normalised regret per trial\n",
                   "| agent | " + " | ".join(str(t) for t in trials) + " |",
                   "|---|" + "---:|" * len(trials)]
-        for label, h in g.groupby("label", sort=False):
+        for label, norm in normalised.items():
             if label == "uniform":
                 continue
-            regret = h.drop_duplicates("trial", keep="last").set_index("trial")["cumulative_regret"]
-            cells = [f"{100 * regret[t] / uniform[t]:.2f}" if t in regret.index else "" for t in trials]
+            cells = [f"{norm[t]:.2f}" if t in norm.index else "" for t in trials]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _normalised(runs: pd.DataFrame) -> tuple[pd.Series, dict[str, pd.Series]]:
+    """One environment's runs -> (Uniform's cumulative regret by trial, per label the normalised
+    regret by trial on the trials Uniform ran); a trial run twice counts as its last run."""
+    runs = runs.drop_duplicates(["label", "trial"], keep="last")
+    uniform = runs[runs["label"] == "uniform"].set_index("trial")["cumulative_regret"]
+    normalised = {}
+    for label, h in runs.groupby("label", sort=False):
+        h = h[h["trial"].isin(uniform.index)]
+        normalised[label] = pd.Series(100 * h["cumulative_regret"].to_numpy()
+                                      / uniform.loc[h["trial"]].to_numpy(), index=h["trial"].to_numpy())
+    return uniform, normalised
 
 
 def _se(values: np.ndarray) -> float:
