@@ -8,6 +8,7 @@ copied to the host once per refit); and the bench and the bandit runner with ``d
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -180,3 +181,20 @@ def test_refits_with_graphs_reuse_the_posteriors_memory_pool():
         reserved.append(torch.cuda.memory_reserved())
     assert post._cuda_graph_captures == 30
     assert reserved[-1] <= reserved[9] * 1.1 + 8 * 2**20
+
+
+def test_trial_batched_lockstep_runs_on_cuda_decide_a_window_at_a_time_and_repeat():
+    """parallel="batched" on CUDA (agents/lockstep.py): the drawn functions and the window's forward
+    stay on the device and only the ``[R, W]`` actions come to the host; a rerun gives the same
+    actions, and every trial's regret is finite and its actions legal."""
+    from uncertain_agents.agents.experiment import AgentSpec, run_experiment
+
+    specs = [AgentSpec("thompson", posterior="mfvi"), AgentSpec("thompson", posterior="bootstrap"),
+             AgentSpec("thompson", posterior="fsvgd", options={"noise_std": 0.1})]
+    kwargs = dict(steps=90, trials=3, seed=5, delta=0.5, train_every=20, train_steps=12, device="cuda",
+                  parallel="batched")
+    first = run_experiment("wheel", specs, **kwargs)
+    again = run_experiment("wheel", specs, **kwargs)
+    assert first["action"].tolist() == again["action"].tolist()
+    assert first["action"].between(0, 4).all()
+    assert bool(np.isfinite(first["regret"].to_numpy(dtype=float)).all())
