@@ -276,6 +276,11 @@ class StreamSlots:
                                "process took streams from PyTorch's pool); use parallel='processes'")
         for s in streams:
             self.free.put(s)
+        # PyTorch loads its CUDA linear-algebra library at the first linalg call on the device, and
+        # that lazy load is not thread-safe ("lazy wrapper should be called at most once" when two
+        # threads' first f-SVGD steps call eigh / qr together, measured on an H100): load it here,
+        # on the thread that starts the others
+        torch.linalg.eigh(torch.eye(2, device=self.device, dtype=torch.float64))
 
     def run(self, fn: Callable, *args):
         import torch

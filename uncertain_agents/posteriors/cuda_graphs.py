@@ -236,6 +236,12 @@ def try_capture(post: "Posterior", step: Callable[[Tensor], dict[str, Tensor] | 
     try:
         graphed = GraphedStep(step, index, generator, pool=graph_pool(post), side_stream=graph_side_stream(post))
         post._cuda_graph_captures = getattr(post, "_cuda_graph_captures", 0) + 1  # a diagnostic count
+        # Hold the newest graph until the next capture has begun: PyTorch's pinned-host allocator
+        # counts the graphs alive in a pool and (torch 2.11) asserts when a capture begins into a pool
+        # whose count fell to zero — the previous fit's graph dropped before this fit captured, which
+        # also leaves the device allocator and the generator mid-capture (measured on an H100: every
+        # refit after the first failed). Its memory is the pool's, reused by the next capture anyway.
+        post._cuda_graph_latest = graphed
         return graphed
     except Exception as err:  # noqa: BLE001 — any capture failure means: train eagerly
         post._cuda_graph_failure = f"{type(err).__name__}: {err}"
