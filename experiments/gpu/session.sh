@@ -10,8 +10,9 @@
 #     bandit_timing mushroom_timing;
 #   its call 4 (CUDA graphs): graph_tests bench_graphs bench_eager bandit_graphs concurrency_graphs;
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
-#   next: environment trial_tests graph_memory decisions table50k (the table again, with the memory-pool
-#     fix and session 19's windows of decisions);
+#   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
+#     capture failure; the six groups in one process were host-bound);
+#   next: environment trial_tests graph_memory table50k (now one GPU process per bandit), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -143,15 +144,21 @@ step decisions 60 python3 experiments/lockstep_decisions.py --device "$DEVICE" -
   --out "$OUT/lockstep_decisions_cuda.json"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
+# one GPU process per entry of GPU_SESSION_TABLE_PROCESSES (default: one per bandit, its three groups as
+# threads; session 28 ran all six groups in one process and found them host-bound, sharing one GIL):
+# "wheel,mushroom" gives the single process again
+TABLE_PROCESSES="${GPU_SESSION_TABLE_PROCESSES:-wheel mushroom}"
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
-  timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom --steps $FULL_DECISIONS --trials 10 \
-    --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 6 --log-every 2500 \
-    --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
-    --out $TB/gpu > $OUT/table_gpu.log 2>&1 &
+  for envs in $TABLE_PROCESSES; do
+    timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs \$envs --steps $FULL_DECISIONS --trials 10 \
+      --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 6 --log-every 2500 \
+      --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
+      --out $TB/gpu_\${envs/,/_} > $OUT/table_gpu_\${envs/,/_}.log 2>&1 &
+  done
   [ \"${GPU_SESSION_TABLE_CPU:-1}\" = 1 ] && timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom \
     --steps $FULL_DECISIONS --trials 10 --protocol fsvgd-paper --device cpu --parallel processes --workers 8 \
     --only linear --posteriors mfvi --out $TB/cpu > $OUT/table_cpu.log 2>&1 &
-  wait; tail -n 12 $OUT/table_gpu.log $OUT/table_cpu.log 2>/dev/null
+  wait; tail -n 12 $OUT/table_gpu_*.log $OUT/table_cpu.log 2>/dev/null
   # the device tool brings back only a few files: the table's folders travel as one archive
   tar czf $OUT/table50k.tgz -C $OUT table50k && rm -rf $TB"
 # the rest of the paper-preset table (issue 9): the other four posteriors, batched the same way
