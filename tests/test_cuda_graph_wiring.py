@@ -4,8 +4,10 @@ that replays by calling the step again (the capture itself is checked in tests/t
 """
 from __future__ import annotations
 
+import gc
 import inspect
 import warnings
+import weakref
 
 import pytest
 import torch
@@ -161,6 +163,35 @@ def test_refits_capture_after_one_warm_up_step_once_the_posterior_has_captured(m
     # both captures allocate from the posterior's one pool (an earlier fit's graph memory is reused)
     assert len(_ReplayByCalling.pools) == 2 and _ReplayByCalling.pools[0] is _ReplayByCalling.pools[1]
     assert _ReplayByCalling.pools[0] is post._cuda_graph_pool
+
+
+class _RecordsWhetherThePreviousGraphLives(_ReplayByCalling):
+    """A stand-in that notes, at each capture, whether the previous capture's graph is still alive."""
+
+    previous = None
+    alive_at_capture: list = []
+
+    def __init__(self, *args, **kwargs):
+        before = type(self).previous
+        type(self).alive_at_capture.append(None if before is None else before() is not None)
+        super().__init__(*args, **kwargs)
+        type(self).previous = weakref.ref(self)
+
+
+def test_the_previous_fits_graph_lives_until_the_next_fit_captures(monkeypatch):
+    """torch 2.11's pinned-host allocator asserts when a capture begins into a pool none of whose
+    graphs is alive (measured on an H100: every refit's capture failed and left the generator
+    mid-capture), so a posterior holds its newest graph until the next one is captured."""
+    _pretend_graphs_work(monkeypatch, _RecordsWhetherThePreviousGraphLives)
+    _RecordsWhetherThePreviousGraphLives.previous = None
+    _RecordsWhetherThePreviousGraphLives.alive_at_capture = []
+    x, y = _data()
+    post = _make("bootstrap")
+    for _ in range(3):
+        post.fit(x, y, steps=6, batch_size=16, cuda_graph=True)
+    gc.collect()
+    assert _RecordsWhetherThePreviousGraphLives.alive_at_capture == [None, True, True]
+    assert post._cuda_graph_latest is _RecordsWhetherThePreviousGraphLives.previous()
 
 
 def test_a_fit_shorter_than_the_warm_up_never_captures(monkeypatch):
