@@ -5,8 +5,11 @@ schedule of a 50,000-decision trial after its first 20 refits) for ``--decisions
 the wheel, one method at a time, and prints the wall time per refit and the functions with the
 most own time (``tottime``) — on a GPU the host's Python work, not the device, bounds how many
 runs can share one process (experiments/bandit_table.py --parallel threads).
+``--trials R`` (R > 1) profiles the lock-step runner instead: one trial-batched model of ``R``
+trials (experiments/bandit_table.py --parallel batched), every decision and refit of its run.
 
     python experiments/gpu_refit_profile.py --device cuda --out profile.json
+    python experiments/gpu_refit_profile.py --device cuda --trials 10 --env mushroom --out batched.json
 """
 from __future__ import annotations
 
@@ -48,19 +51,45 @@ def profile_method(method: str, decisions: int, device: str, top: int) -> dict:
             "capture_failure": getattr(agent.posterior, "_cuda_graph_failure", None), "profile": text.getvalue()}
 
 
+def profile_batched(method: str, trials: int, env_name: str, decisions: int, device: str, top: int) -> dict:
+    """The same for ``trials`` trials as one lock-step model (run_thompson_trials), from its start."""
+    from uncertain_agents.agents.experiment import run_thompson_trials
+    profiler = cProfile.Profile()
+    t0 = time.perf_counter()
+    profiler.enable()
+    run_thompson_trials(method, {}, list(range(trials)), env_name=env_name, steps=decisions, delta=0.95,
+                        protocol="fsvgd-paper", train_steps=100, device=device)
+    profiler.disable()
+    seconds = time.perf_counter() - t0
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    # the fits the run made: the calls of the training loop (the first one after the warm-up pulls included)
+    refits = sum(v[1] for k, v in stats.stats.items() if k[2] == "run_training")
+    stats.sort_stats("tottime").print_stats(top)
+    return {"method": method, "trials": trials, "env": env_name, "decisions": decisions, "refits": refits,
+            "seconds": seconds, "ms_per_refit": 1e3 * seconds / max(refits, 1), "profile": text.getvalue()}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--methods", default="mfvi,bootstrap,fsvgd")
     p.add_argument("--decisions", type=int, default=1000)
     p.add_argument("--top", type=int, default=30)
+    p.add_argument("--trials", type=int, default=1, help="R > 1: R trials as one lock-step model")
+    p.add_argument("--env", default="wheel", choices=["wheel", "mushroom"], help="with --trials > 1")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
     results = []
     for method in args.methods.split(","):
-        r = profile_method(method, args.decisions, args.device, args.top)
-        print(f"== {method}: {r['refits']} refits in {r['seconds']:.2f} s = {r['ms_per_refit']:.1f} ms per refit "
-              f"(captures {r['captures']}, failure {r['capture_failure']})", flush=True)
+        if args.trials > 1:
+            r = profile_batched(method, args.trials, args.env, args.decisions, args.device, args.top)
+            print(f"== {method}, {args.trials} trials batched on {args.env}: {r['refits']} refits in "
+                  f"{r['seconds']:.2f} s = {r['ms_per_refit']:.1f} ms per refit (first capture included)", flush=True)
+        else:
+            r = profile_method(method, args.decisions, args.device, args.top)
+            print(f"== {method}: {r['refits']} refits in {r['seconds']:.2f} s = {r['ms_per_refit']:.1f} ms per "
+                  f"refit (captures {r['captures']}, failure {r['capture_failure']})", flush=True)
         print(r["profile"], flush=True)
         results.append(r)
     if args.out is not None:

@@ -12,7 +12,7 @@
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
 #     capture failure; the six groups in one process were host-bound);
-#   next: environment trial_tests graph_memory table50k (now one GPU process per bandit), then table50k_rest;
+#   next: environment refit_profile_batched table50k (now one GPU process per bandit), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -142,6 +142,9 @@ step graph_memory 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 # session 19: Thompson decisions a window at a time on the device against one at a time on the host
 step decisions 60 python3 experiments/lockstep_decisions.py --device "$DEVICE" --rounds "$((ROUNDS * 3))" \
   --out "$OUT/lockstep_decisions_cuda.json"
+# session 28: where a batched group's host time goes (cProfile of ten lock-step trials, 1,000 decisions, 100-step refits)
+step refit_profile_batched 120 python3 experiments/gpu_refit_profile.py --device "$DEVICE" --trials 10 --env mushroom \
+  --decisions "$DECISIONS" --methods mfvi,bootstrap,fsvgd --out "$OUT/refit_profile_batched.json"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
 # one GPU process per entry of GPU_SESSION_TABLE_PROCESSES (default: one per bandit, its three groups as
