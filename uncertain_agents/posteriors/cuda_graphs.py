@@ -208,7 +208,8 @@ class GraphedStep:
 
 def graph_pool(post: "Posterior") -> "torch.cuda.MemPool":
     """The posterior's memory pool for its CUDA graphs, created at its first capture and shared by
-    all of them (one fit's graph is dropped before the next fit captures, so its memory is reused)."""
+    all of them (a fit's graph is held until the next fit has captured, :func:`try_capture`; the
+    blocks it freed while capturing are reused by that capture)."""
     pool = getattr(post, "_cuda_graph_pool", None)
     if pool is None:
         pool = torch.cuda.MemPool()
