@@ -27,7 +27,7 @@ os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 import torch
 
 from uncertain_agents.agents import make_agent, run_bandit
-from uncertain_agents.agents.experiment import make_env
+from uncertain_agents.agents.experiment import make_env, run_thompson_trials
 
 
 def profile_method(method: str, decisions: int, device: str, top: int) -> dict:
@@ -53,7 +53,6 @@ def profile_method(method: str, decisions: int, device: str, top: int) -> dict:
 
 def profile_batched(method: str, trials: int, env_name: str, decisions: int, device: str, top: int) -> dict:
     """The same for ``trials`` trials as one lock-step model (run_thompson_trials), from its start."""
-    from uncertain_agents.agents.experiment import run_thompson_trials
     profiler = cProfile.Profile()
     t0 = time.perf_counter()
     profiler.enable()
