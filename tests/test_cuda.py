@@ -80,7 +80,11 @@ def test_bench_runs_on_cuda():
     assert result["device"].startswith("cuda") and all_finite_positive(result)
 
 
+#: the bootstrap as the fsvgd-paper preset trains it (Riquelme et al.'s BootRMS): TF RMSProp, decaying rate
+RIQUELME_BOOTSTRAP = {"n_members": 4, "scheme": "bernoulli", "inclusion": 0.95, "init_uniform": 0.3, "use_prior": False,
+                      "objective": "squared-error", "clip_norm": 5.0, "optimizer": "rmsprop", "lr_decay": 0.5}
 GRAPH_SAFE = [("mfvi", {}), ("bb-alpha", {}), ("dropout-alpha", {}), ("map", {}), ("ensemble", {}), ("bootstrap", {}),
+              ("bootstrap", RIQUELME_BOOTSTRAP),
               ("fsvgd", {"noise_std": 0.1}), ("svgd", {"noise_std": 0.1})]  # particles: staged steps
 
 
@@ -116,6 +120,22 @@ def test_a_cuda_graph_fit_captures_its_step_and_trains_like_an_eager_fit(name, o
     assert abs(late_graphed - late_eager) <= 0.1 * abs(late_eager) + 0.05
     pred = graphed_post.predict(x, n_samples=8)
     assert bool(torch.isfinite(pred.mean).all())
+
+
+def test_a_graphed_rmsprop_fit_replays_the_decaying_learning_rate():
+    """TF RMSProp with an inverse-time decay (the preset bootstrap) is graphed on CUDA: its rate is a
+    device tensor written before every replay, so the graphed fit follows the eager one step by step."""
+    x, y = _regression()
+    eager_post, graphed_post = _make("bootstrap", **RIQUELME_BOOTSTRAP), _make("bootstrap", **RIQUELME_BOOTSTRAP)
+    eager = eager_post.fit(x, y, steps=40, batch_size=64, lr=0.1, cuda_graph=False)
+    graphed = graphed_post.fit(x, y, steps=40, batch_size=64, lr=0.1, cuda_graph=True)
+    assert graphed_post._cuda_graph_captures == 1
+    rate = graphed_post.optimizer_set.optimizers["main"].param_groups[0]["lr"]
+    assert isinstance(rate, torch.Tensor) and rate.is_cuda
+    assert float(rate) == pytest.approx(0.1 / (1 + 0.5 * 39), rel=1e-6)  # the last step's rate
+    torch.testing.assert_close(torch.as_tensor(graphed.losses), torch.as_tensor(eager.losses), rtol=1e-4, atol=1e-5)
+    for a, b in zip(eager_post.state_dict().values(), graphed_post.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_cuda_graphs_from_the_environment_reach_the_bandit_agents(monkeypatch):

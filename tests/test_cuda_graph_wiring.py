@@ -267,3 +267,35 @@ def test_every_step_of_a_graph_safe_method_after_the_first_takes_the_capturable_
     n_groups = len(post.optimizer_set.optimizers)
     assert len(paths) == 6 * n_groups
     assert all(paths[n_groups:]), paths  # every step but the first (which creates the state)
+
+
+def test_rmsprop_with_a_decaying_rate_may_be_graphed_and_adam_with_one_may_not():
+    """The preset bootstrap (TF RMSProp, inverse-time decay) keeps its rate in a device tensor that a
+    replay reads (optimizers.TFRMSProp on CUDA), so the optimiser no longer rules graphs out; fused
+    Adam takes its rate as a number fixed at capture, so Adam with a decay still trains eagerly."""
+    from types import SimpleNamespace
+
+    def reason(**kw):
+        return cuda_graphs.graph_unavailable_reason(
+            SimpleNamespace(device=torch.device("cuda"), graph_safe_step=True, name="bootstrap", **kw))
+
+    assert "lr_decay" in reason(optimizer="adam", lr_decay=0.5)
+    for kw in ({"optimizer": "rmsprop", "lr_decay": 0.5}, {"optimizer": "rmsprop", "lr_decay": 0.0},
+               {"optimizer": "adam", "lr_decay": 0.0}):
+        r = reason(**kw)
+        assert r is None or "learning rate" not in r  # only the torch build can still say no
+    cpu = _make("bootstrap", optimizer="rmsprop", lr_decay=0.5)
+    cpu.fit(*_data(), steps=3, batch_size=16)
+    assert isinstance(cpu.optimizer_set.optimizers["main"].param_groups[0]["lr"], float)  # CPU: as before
+
+
+def test_set_group_lr_writes_a_tensor_rate_in_place():
+    from uncertain_agents.posteriors.optimizers import set_group_lr
+
+    rate = torch.tensor(0.1)
+    group = {"lr": rate}
+    set_group_lr(group, 0.025)
+    assert group["lr"] is rate and float(rate) == pytest.approx(0.025)
+    plain = {"lr": 0.1}
+    set_group_lr(plain, 0.05)
+    assert plain["lr"] == 0.05

@@ -74,8 +74,9 @@ def graph_unavailable_reason(post: "Posterior") -> str | None:
         return f"CUDA graphs need a CUDA posterior (this one is on {post.device})"
     if not getattr(post, "graph_safe_step", False):
         return f"{post.name} does not declare a graph-safe training step"
-    if getattr(post, "optimizer", "adam") != "adam" or getattr(post, "lr_decay", 0.0):
-        return "only Adam at a constant learning rate is graphed (this posterior sets optimizer or lr_decay)"
+    if getattr(post, "optimizer", "adam") == "adam" and getattr(post, "lr_decay", 0.0):
+        # fused Adam takes its rate as a number, fixed in a capture; RMSProp's is a device tensor
+        return "Adam is graphed at a constant learning rate only (this posterior sets lr_decay; RMSProp decays in graphs)"
     if not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
         return f"torch {torch.__version__} cannot capture a posterior's own generator in a CUDA graph"
     if not hasattr(torch.cuda, "MemPool"):

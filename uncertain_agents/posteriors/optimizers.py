@@ -16,10 +16,16 @@ Every method trains with Adam unless its ``optimizer`` option says otherwise:
 before this one (:func:`decayed_lr`): TensorFlow's ``inverse_time_decay(lr, global_step, 1,
 lr_decay)``, the schedule of the same bandit code, where the global step is never reset
 between refits.
+
+On CUDA the learning rate of :class:`TFRMSProp` is a device tensor and its step is capturable, so
+a CUDA graph of a training step (:mod:`.cuda_graphs`) reads the current rate at every replay and
+the decay (a new rate every step) is replayed too; :func:`set_group_lr` writes a rate in place.
+On CPU it is a Python float, as before.
 """
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from .fused_adam import DirectFusedAdam, direct_fused_adam_available
 
@@ -50,6 +56,16 @@ def decayed_lr(lr: float, lr_decay: float, steps_before: int) -> float:
     return lr / (1.0 + lr_decay * steps_before)
 
 
+def set_group_lr(param_group: dict, lr: float) -> None:
+    """Set an optimiser param group's learning rate: written in place where it is a tensor (a
+    CUDA :class:`TFRMSProp`'s, which a captured step reads at every replay), else replaced."""
+    current = param_group["lr"]
+    if isinstance(current, Tensor):
+        current.fill_(lr)
+    else:
+        param_group["lr"] = lr
+
+
 class TFRMSProp(torch.optim.RMSprop):
     """RMSProp with TensorFlow 1's defaults: ``alpha`` (decay) 0.9, ``eps`` 1e-10, no momentum,
     and the mean square started at 1 (PyTorch starts it at 0). PyTorch adds ``eps`` outside the
@@ -57,7 +73,15 @@ class TFRMSProp(torch.optim.RMSprop):
     gradients are all but zero."""
 
     def __init__(self, params, lr: float):
-        super().__init__(params, lr=lr, alpha=TF_RMSPROP_DECAY, eps=TF_RMSPROP_EPS)
+        params = list(params)
+        # On CUDA: the rate as a device tensor and the step capturable (foreach kernels, the step
+        # count on the device), so that a CUDA graph of the training step reads the rate of every
+        # replay (the inverse-time decay changes it every step). On CPU: a float, as before.
+        on_cuda = bool(params) and all(p.device.type == "cuda" for p in params)
+        if on_cuda:
+            lr = torch.tensor(float(lr), dtype=params[0].dtype, device=params[0].device)
+        super().__init__(params, lr=lr, alpha=TF_RMSPROP_DECAY, eps=TF_RMSPROP_EPS,
+                         capturable=on_cuda, foreach=True if on_cuda else None)
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -65,7 +89,8 @@ class TFRMSProp(torch.optim.RMSprop):
             for p in group["params"]:
                 state = self.state[p]
                 if p.grad is not None and len(state) == 0:  # fresh (or cleared) state: TF's start
-                    state["step"] = torch.zeros((), dtype=torch.float32)
+                    step_device = p.device if group["capturable"] else "cpu"
+                    state["step"] = torch.zeros((), dtype=torch.float32, device=step_device)
                     state["square_avg"] = torch.full_like(p, TF_RMSPROP_INITIAL_MEAN_SQUARE,
                                                           memory_format=torch.preserve_format)
         return super().step(closure)

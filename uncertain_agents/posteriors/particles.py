@@ -240,7 +240,8 @@ class ParticlePosterior(Posterior):
         noise_grad = noise_objective = None
         if self.learn_noise:  # both gradients are taken at the same (pre-step) state
             noise_objective, noise_grad = self._noise_objective_and_grad(batch, ctx.generator)
-        ctx.apply_gradients({self.particles: -direction.detach() / n_data}, "main")
+        # d / (-N) is -d / N to the bit (rounding is symmetric in sign), in one pass over [n, D]
+        ctx.apply_gradients({self.particles: direction.detach() / -n_data}, "main")
         out = {"loss": (-log_target.mean() / n_data).detach()}
         if self.learn_noise:
             ctx.apply_gradients({self.log_noise: -noise_grad / n_data}, "noise")

@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from .cuda_graphs import cuda_graphs_requested, graph_unavailable_reason, try_capture, warmup_steps
-from .optimizers import decayed_lr, make_optimizer
+from .optimizers import decayed_lr, make_optimizer, set_group_lr
 from .progress import ProgressBar
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -272,7 +272,7 @@ class TrainingContext:
         """Set ``group``'s learning rate for the rest of this fit (schedules within a phase)."""
         self._group(group)
         for pg in self._optimizers[group].param_groups:
-            pg["lr"] = float(lr)
+            set_group_lr(pg, float(lr))
 
     def report(self, name: str, value) -> None:
         """Hand a diagnostic (array-like) to ``FitResult.diagnostics[name]``."""
@@ -304,7 +304,7 @@ class OptimizerSet:
             self.device = posterior.device
         for name, group in self.groups.items():
             for pg in self.optimizers[name].param_groups:
-                pg["lr"] = lr * group.lr_scale
+                set_group_lr(pg, lr * group.lr_scale)
         return self.optimizers, self.groups
 
 
@@ -464,7 +464,7 @@ def _set_decayed_lr(optimizers: Mapping[str, torch.optim.Optimizer], groups: Map
     (:func:`~.optimizers.decayed_lr`; ``steps_before`` counts the steps of all fits so far)."""
     for name, group in groups.items():
         for pg in optimizers[name].param_groups:
-            pg["lr"] = decayed_lr(lr * group.lr_scale, lr_decay, steps_before)
+            set_group_lr(pg, decayed_lr(lr * group.lr_scale, lr_decay, steps_before))
 
 
 def _graphs_wanted(post: "Posterior", cuda_graph: bool | None) -> bool:

@@ -47,7 +47,7 @@ from .function_prior import GaussianFunctionPrior, clipped_precision, moment_mat
 from .mfvi import MeanFieldVI
 from .particle_rules import particle_direction
 from .point_estimates import Ensemble
-from .svgd import WeightSpaceSVGD
+from .svgd import WeightSpaceSVGD, add_gaussian_log_prior
 from .training import MAIN_LOSS, run_training
 
 __all__ = ["TRIAL_METHODS", "TrialBatched", "make_trial_posterior"]
@@ -514,9 +514,11 @@ class TrialSVGD(_TrialParticles, WeightSpaceSVGD):
         with torch.enable_grad():
             w = self.particles.detach().requires_grad_(True)
             f = self.spec.forward(w, self._per_function(batch.x))  # [R·n, B, out]
-            target = self.trial_log_likelihood(f, batch) - 0.5 * (w / self.prior_std).square().sum(1)
-            (g,) = torch.autograd.grad(target.sum(), w)
-        return self.trial_direction(w.detach(), g), target.detach()
+            loglik = self.trial_log_likelihood(f, batch)
+            (g,) = torch.autograd.grad(loglik.sum(), w)
+        w = w.detach()
+        target = add_gaussian_log_prior(loglik.detach(), g, w, self.prior_std)
+        return self.trial_direction(w, g), target
 
 
 @_trial_method("fsvgd")
