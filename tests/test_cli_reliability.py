@@ -56,10 +56,11 @@ def test_unwritable_out_is_an_error_before_work(tmp_path):
 
 
 # ----------------------------------------------------------- interrupt, resume
-#: Six trials: after the first Thompson unit appears, four more Thompson trials (about 0.5 s each on an idle
-#: machine) remain, so the interrupt lands mid-run even when this test process is slow to send it (with three
-#: trials only about 1 s of work was left, and under load the run sometimes finished first: exit 0, not 130).
-INTERRUPTED_BANDIT = [*BANDIT[:BANDIT.index("--trials") + 1], "6", *BANDIT[BANDIT.index("--trials") + 2:]]
+#: Twelve trials: after the first Thompson unit appears, eleven more Thompson trials (about 0.5 s each on an
+#: idle machine) remain, so the interrupt lands mid-run even when this test process is slow to send it (with
+#: three trials only about 1 s of work was left, and under load the run sometimes finished first: exit 0, not
+#: 130; with six it happened once more, the suite running beside a 50,000-decision trial on both cores).
+INTERRUPTED_BANDIT = [*BANDIT[:BANDIT.index("--trials") + 1], "12", *BANDIT[BANDIT.index("--trials") + 2:]]
 
 
 def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
@@ -74,7 +75,7 @@ def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
     assert "Traceback" not in err and "resume" in err
     units = sorted(p.name for p in (out / "units").glob("*.csv"))
     assert "thompson-mfvi-__trial0.csv" in units or any(u.startswith("thompson") for u in units)
-    assert len(units) < 12 and not (out / "summary.csv").exists()
+    assert len(units) < 24 and not (out / "summary.csv").exists()
     resumed = cli([*INTERRUPTED_BANDIT, "--out", str(out)])
     stdout, err = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, err
