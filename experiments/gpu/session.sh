@@ -12,7 +12,8 @@
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
 #     capture failure; the six groups in one process were host-bound);
-#   next: environment refit_profile_batched table50k (now one GPU process per bandit), then table50k_rest;
+#   next: environment rmsprop_graph refit_profile_batched table50k (now one GPU process per bandit; the preset
+#     bootstrap's RMSProp steps are graphed since session 29), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -143,6 +144,8 @@ step graph_memory 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py
 step decisions 60 python3 experiments/lockstep_decisions.py --device "$DEVICE" --rounds "$((ROUNDS * 3))" \
   --out "$OUT/lockstep_decisions_cuda.json"
 # session 28: where a batched group's host time goes (cProfile of ten lock-step trials, 1,000 decisions, 100-step refits)
+# session 29: the preset bootstrap (TF RMSProp with an inverse-time decay) captured and replayed like Adam methods
+step rmsprop_graph 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "rmsprop or captures_its_step"
 step refit_profile_batched 120 python3 experiments/gpu_refit_profile.py --device "$DEVICE" --trials 10 --env mushroom \
   --decisions "$DECISIONS" --methods mfvi,bootstrap,fsvgd --out "$OUT/refit_profile_batched.json"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
