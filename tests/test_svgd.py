@@ -128,6 +128,35 @@ def test_fsvgd_one_particle_is_gradient_ascent_on_log_target(data, likelihood, o
     assert torch.allclose(direction, expected, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("options,masked,holdout_rows", [({}, False, True), ({"noise_std": 0.1}, True, False),
+                                                        ({"noise_holdout": 0.0, "prior_scale": 0.25}, True, False),
+                                                        ({}, True, True)])
+def test_fsvgd_closed_form_target_gradient_is_autograds_to_the_bit(options, masked, holdout_rows):
+    """The Gaussian log target's gradient in function space (FunctionSpaceSVGD.log_target_and_grad) is
+    written with autograd's own operations: the same value and the same bits as autograd of log_target."""
+    g = torch.Generator().manual_seed(3)
+    n_data, B = 40, 16
+    x, y = torch.randn(n_data, 3, generator=g), 3 * torch.randn(n_data, 2, generator=g)
+    mask = torch.zeros(n_data, 2)
+    mask[torch.arange(n_data), torch.randint(2, (n_data,), generator=g)] = 1.0
+    post = make("fsvgd", out_dim=2, n_particles=5, n_extra=6, **options)
+    post.prepare_data(n_data)
+    assert post._holding_out(n_data) == holdout_rows
+    idx = torch.randperm(n_data, generator=g)[:B]
+    batch = Batch(x[idx], y[idx], mask[idx] if masked else None, idx, n_data, x, y, mask if masked else None)
+    x_all, pidx, prior = _fsvgd_parts(post, batch, 7)
+    with torch.no_grad():
+        f = post.function_values(post.particles, x_all)
+    noise = post.particle_log_noise().detach()
+    target, grad = post.log_target_and_grad(f, batch, noise, prior, pidx)
+    leaf = f.clone().requires_grad_(True)
+    expected_target = post.log_target(leaf, batch, noise, prior, pidx)
+    (expected,) = torch.autograd.grad(expected_target.sum(), leaf)
+    assert torch.equal(target, expected_target.detach())
+    assert torch.equal(grad, expected)
+    assert bool(grad[:, B:].abs().sum() > 0)  # the prior reaches the extra points too
+
+
 def test_svgd_one_particle_is_gradient_ascent_on_log_joint(data):
     x, y = data
     post = make("svgd", n_particles=1)
