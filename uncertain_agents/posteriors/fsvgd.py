@@ -175,7 +175,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
         """Gaussian likelihood: :meth:`log_target` ``[n]`` and its gradient ``[n, B+B', out]`` in ``f``.
 
         The gradient is written in closed form with the operations autograd runs on :meth:`log_target`,
-        in its order (so the same bits; ``tests/test_fsvgd.py`` compares the two): for the likelihood
+        in its order (so the same bits; ``tests/test_svgd.py`` compares the two): for the likelihood
         ``w·z·e`` with ``z = (y − f)e``, ``e = exp(−log σ)`` and ``w`` the row scale times the mask; for the
         function prior ``(−½s)·diff·Pᵀ + (−½s)·(diff·P)``, ``diff = f_P − mean`` in float64; the two
         placed in zero tensors of ``f``'s shape and added. About a dozen operations instead of autograd's
@@ -187,9 +187,9 @@ class FunctionSpaceSVGD(ParticlePosterior):
         e = torch.exp(-log_s)
         z = (batch.y - fb) * e
         lp = -0.5 * z.square() - log_s - 0.5 * LOG_2PI
-        weight = batch.mask
-        if weight is not None:
-            lp = lp * weight
+        mask = batch.mask
+        if mask is not None:
+            lp = lp * mask
         rows = lp.sum(-1)  # [n, B]
         N = batch.n_data
         if self._holding_out(N):
@@ -202,7 +202,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
             scale = N / B
             loglik = rows.sum(1) * scale
             row_weight = torch.full((), scale, dtype=rows.dtype, device=rows.device)
-        w = row_weight if weight is None else row_weight * weight
+        w = row_weight if mask is None else row_weight * mask
         g_lik = torch.zeros_like(f)
         g_lik[:, :B] = (w * z) * e
         zp = f[:, prior_idx].reshape(n, -1)

@@ -1,8 +1,9 @@
 """``svgd``: weight-space Stein variational gradient descent (Liu & Wang, NeurIPS 2016).
 
 The particles are weight vectors ``w[n, D]``; the log target of each is
-``(N/B) log p(y_B | w) + log N(w; 0, prior_std²)`` (the prior's gradient in closed form) and the RBF kernel (median-heuristic
-bandwidth) acts on the weights themselves. Same storage, noise model and rules as
+``(N/B) log p(y_B | w) + log N(w; 0, prior_std²)`` (the prior's gradient in closed form,
+:func:`add_gaussian_log_prior`) and the RBF kernel (median-heuristic bandwidth) acts on the
+weights themselves. Same storage, noise model and rules as
 ``fsvgd`` (:class:`~uncertain_agents.posteriors.particles.ParticlePosterior`).
 """
 from __future__ import annotations
