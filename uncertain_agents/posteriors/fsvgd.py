@@ -191,17 +191,11 @@ class FunctionSpaceSVGD(ParticlePosterior):
         if mask is not None:
             lp = lp * mask
         rows = lp.sum(-1)  # [n, B]
-        N = batch.n_data
-        if self._holding_out(N):
-            keep = (~self._holdout[batch.index]).to(rows.dtype)  # [B]
-            n_fit = N - int(self._holdout_rows.numel())
-            scale = n_fit / max(float(keep.sum()), 1.0)
-            loglik = (rows * keep).sum(1) * scale
-            row_weight = torch.full((), scale, dtype=rows.dtype, device=rows.device) * keep.unsqueeze(-1)
-        else:
-            scale = N / B
-            loglik = rows.sum(1) * scale
-            row_weight = torch.full((), scale, dtype=rows.dtype, device=rows.device)
+        keep, scale = self.row_scale(batch, rows.dtype)
+        loglik = (rows.sum(1) if keep is None else (rows * keep).sum(1)) * scale
+        row_weight = torch.full((), scale, dtype=rows.dtype, device=rows.device)
+        if keep is not None:
+            row_weight = row_weight * keep.unsqueeze(-1)
         w = row_weight if mask is None else row_weight * mask
         g_lik = torch.zeros_like(f)
         g_lik[:, :B] = (w * z) * e

@@ -126,12 +126,18 @@ class ParticlePosterior(Posterior):
         held-out rows of the batch are left out and the rest are scaled to their total.
         """
         rows = self.log_likelihood(f, batch, log_noise)  # [n, B]
-        B, N = rows.shape[1], batch.n_data
+        keep, scale = self.row_scale(batch, rows.dtype)
+        return (rows.sum(1) if keep is None else (rows * keep).sum(1)) * scale
+
+    def row_scale(self, batch: Batch, dtype: torch.dtype) -> tuple[Tensor | None, float]:
+        """The rows of ``batch`` the particles train on and the scale of their sum: ``(None, N/B)``
+        without a noise hold-out, else the ``[B]`` 0/1 keep weights and ``n_fit / kept``."""
+        B, N = batch.x.shape[0], batch.n_data
         if not self._holding_out(N):
-            return rows.sum(1) * (N / B)
-        keep = (~self._holdout[batch.index]).to(rows.dtype)  # [B]
+            return None, N / B
+        keep = (~self._holdout[batch.index]).to(dtype)  # [B]
         n_fit = N - int(self._holdout_rows.numel())
-        return (rows * keep).sum(1) * (n_fit / max(float(keep.sum()), 1.0))
+        return keep, n_fit / max(float(keep.sum()), 1.0)
 
     def noise_log_likelihood(self, batch: Batch, generator: torch.Generator) -> Tensor:
         """Scalar data term of the noise step, differentiable in ``log_noise``.
