@@ -10,6 +10,10 @@ trials (experiments/bandit_table.py --parallel batched), every decision and refi
 
     python experiments/gpu_refit_profile.py --device cuda --out profile.json
     python experiments/gpu_refit_profile.py --device cuda --trials 10 --env mushroom --out batched.json
+
+``--host-eigh-max-dim 0`` keeps f-SVGD's per-step eigen-clip of its function prior on the device (cuSOLVER);
+the library's default (``function_prior.HOST_EIGH_MAX_DIM``, session 30) computes covariances up to 64 × 64 on
+the host. Run it both ways on one machine to compare.
 """
 from __future__ import annotations
 
@@ -77,8 +81,13 @@ def main(argv=None) -> int:
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--trials", type=int, default=1, help="R > 1: R trials as one lock-step model")
     p.add_argument("--env", default="wheel", choices=["wheel", "mushroom"], help="with --trials > 1")
+    p.add_argument("--host-eigh-max-dim", type=int, default=None,
+                   help="set function_prior.HOST_EIGH_MAX_DIM (0: every eigh on the device)")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.host_eigh_max_dim is not None:
+        from uncertain_agents.posteriors import function_prior
+        function_prior.HOST_EIGH_MAX_DIM = args.host_eigh_max_dim
     results = []
     for method in args.methods.split(","):
         if args.trials > 1:
@@ -92,7 +101,9 @@ def main(argv=None) -> int:
         print(r["profile"], flush=True)
         results.append(r)
     if args.out is not None:
-        args.out.write_text(json.dumps({"device": args.device, "torch": torch.__version__, "results": results},
+        from uncertain_agents.posteriors import function_prior
+        args.out.write_text(json.dumps({"device": args.device, "torch": torch.__version__,
+                                        "host_eigh_max_dim": function_prior.HOST_EIGH_MAX_DIM, "results": results},
                                        indent=1))
     return 0
 

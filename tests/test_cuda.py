@@ -218,3 +218,20 @@ def test_trial_batched_lockstep_runs_on_cuda_decide_a_window_at_a_time_and_repea
     assert first["action"].tolist() == again["action"].tolist()
     assert first["action"].between(0, 4).all()
     assert bool(np.isfinite(first["regret"].to_numpy(dtype=float)).all())
+
+
+@pytest.mark.parametrize("shape", [(8, 8), (10, 20, 20)])
+def test_a_steps_clipped_precision_on_the_host_matches_the_devices(shape):
+    """f-SVGD's eager stage computes a small CUDA covariance's clipped precision with the host's LAPACK
+    (``function_prior.clipped_precision_for_step``): the same matrix as cuSOLVER's to rounding, on the
+    device, also when the clip is active (a rank-deficient covariance: 3 draws of K values)."""
+    from uncertain_agents.posteriors import function_prior as fp
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    draws = torch.randn(*shape[:-2], 3, shape[-1], device="cuda", dtype=torch.float64, generator=g)
+    cov = fp.moment_match(draws)[1]
+    on_host = fp.clipped_precision_for_step(cov, 1e-3)
+    on_device = fp.clipped_precision(cov, 1e-3)
+    assert on_host.device == cov.device and on_host.dtype == torch.float64
+    assert torch.allclose(on_host, on_device, rtol=1e-9, atol=1e-9)
+    assert float(on_host.diagonal(dim1=-2, dim2=-1).max()) > 100  # the clip at 1e-3 acted

@@ -429,3 +429,20 @@ def test_init_scale_draws_glorot_style_particles_with_zero_biases():
                                   init_scale=scale, noise_std=0.1, seed=0)
     for (w, b), (fi, fo) in zip(trials.spec.unflatten(trials.particles.detach()[800:]), trials.spec.layer_shapes):
         assert torch.all(b == 0) and w.std().item() == pytest.approx(scale / math.sqrt(fi + fo + 1), rel=0.03)
+
+
+def test_the_steps_clipped_precision_is_the_eigen_clip_on_the_cpu():
+    """``clipped_precision_for_step`` (f-SVGD's eager stage; on CUDA it uses the host's LAPACK) leaves a
+    CPU covariance to :func:`clipped_precision`: the same bits; and the clip gives the inverse with the
+    eigenvalues below the floor raised to it."""
+    from uncertain_agents.posteriors.function_prior import clipped_precision, clipped_precision_for_step
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 6, 6, generator=g, dtype=torch.float64)
+    evecs = torch.linalg.qr(a)[0]
+    evals = torch.tensor([1e-6, 1e-4, 0.5, 1.0, 2.0, 4.0], dtype=torch.float64)
+    cov = (evecs * evals) @ evecs.mT
+    step = clipped_precision_for_step(cov, 1e-2)
+    assert torch.equal(step, clipped_precision(cov, 1e-2))
+    expected = (evecs / evals.clamp_min(1e-2)) @ evecs.mT
+    assert torch.allclose(step, expected, rtol=1e-8, atol=1e-8)

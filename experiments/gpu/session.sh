@@ -12,8 +12,9 @@
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
 #     capture failure; the six groups in one process were host-bound);
-#   next: environment rmsprop_graph refit_profile_batched table50k (now one GPU process per bandit; the preset
-#     bootstrap's RMSProp steps are graphed since session 29), then table50k_rest;
+#   next: environment rmsprop_graph fsvgd_eigh refit_profile_batched table50k (now one GPU process per bandit; the
+#     preset bootstrap's RMSProp steps are graphed since session 29; f-SVGD's eigen-clip on the host since session
+#     30), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -148,6 +149,12 @@ step decisions 60 python3 experiments/lockstep_decisions.py --device "$DEVICE" -
 step rmsprop_graph 60 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k "rmsprop or captures_its_step"
 step refit_profile_batched 120 python3 experiments/gpu_refit_profile.py --device "$DEVICE" --trials 10 --env mushroom \
   --decisions "$DECISIONS" --methods mfvi,bootstrap,fsvgd --out "$OUT/refit_profile_batched.json"
+# session 30: f-SVGD's per-step eigen-clip on the host (the default now) against cuSOLVER on the device, ten
+# batched mushroom trials each, same machine
+step fsvgd_eigh 150 bash -c "python3 experiments/gpu_refit_profile.py --device $DEVICE --trials 10 --env mushroom \
+  --decisions $DECISIONS --methods fsvgd --host-eigh-max-dim 0 --out $OUT/fsvgd_eigh_device.json | head -n 3; \
+  python3 experiments/gpu_refit_profile.py --device $DEVICE --trials 10 --env mushroom \
+  --decisions $DECISIONS --methods fsvgd --out $OUT/fsvgd_eigh_host.json | head -n 3"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
 # one GPU process per entry of GPU_SESSION_TABLE_PROCESSES (default: one per bandit, its three groups as

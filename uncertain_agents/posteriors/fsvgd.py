@@ -42,8 +42,8 @@ from ..registry import register
 from ..validation import check_positive_float, check_positive_int
 from .base import Batch
 from .cuda_graphs import EagerStage, run_stages_eagerly
-from .function_prior import (GaussianFunctionPrior, clipped_precision, layer_prior_stds, moment_match,
-                             prior_function_draws)
+from .function_prior import (GaussianFunctionPrior, clipped_precision, clipped_precision_for_step,
+                             layer_prior_stds, moment_match, prior_function_draws)
 from .particle_rules import particle_direction
 from .particles import ParticlePosterior
 
@@ -222,7 +222,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
         x_all = torch.cat([batch.x, x_extra])
         prior_idx = self.prior_index(batch.x.shape[0], x_extra.shape[0])
         mean, cov = self.function_prior_moments(x_all[prior_idx], generator)
-        precision = yield EagerStage(clipped_precision, (cov, self.prior_eig_floor))
+        precision = yield EagerStage(clipped_precision_for_step, (cov, self.prior_eig_floor))
         prior = GaussianFunctionPrior(mean, precision)
         with torch.enable_grad():
             f = self.function_values(self.particles, x_all)

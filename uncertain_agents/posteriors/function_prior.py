@@ -53,6 +53,28 @@ def clipped_precision(cov: Tensor, floor: float) -> Tensor:
     return (evecs / evals.clamp_min(floor).unsqueeze(-2)) @ evecs.mT  # [..., K, K]: batches too
 
 
+#: Largest ``K`` whose clipped precision a CUDA step computes on the host (:func:`clipped_precision_for_step`);
+#: 0 keeps every eigen-decomposition on the device. f-SVGD's function prior is ``K = prior_points × outputs``
+#: (8 on mushroom, 20 on the wheel with the default four points).
+HOST_EIGH_MAX_DIM = 64
+
+
+def clipped_precision_for_step(cov: Tensor, floor: float) -> Tensor:
+    """:func:`clipped_precision` as a training step's eager stage: for a small CUDA ``cov`` (``K`` up to
+    :data:`HOST_EIGH_MAX_DIM`) computed by the host's LAPACK and copied back, otherwise where ``cov`` is.
+
+    On CUDA ``torch.linalg.eigh`` reads its error flag on the host, so the step waits for the device
+    either way (``posteriors/cuda_graphs.py``); for matrices this small the host's ``eigh`` takes
+    microseconds, where the device path adds cuSOLVER's launches and its own error-flag copy, and the
+    clip, scaling and product are three more launches. In session 18's profile of single-trial ``fsvgd``
+    refits on an H200, :func:`clipped_precision` took 0.65 s of 1.25 s of host time, 0.53 s of it inside
+    ``eigh`` (waiting for the device included; docs/speed.md, session 30). A CPU ``cov`` is computed as it
+    is (the same bits as :func:`clipped_precision`)."""
+    if cov.device.type != "cuda" or cov.shape[-1] > HOST_EIGH_MAX_DIM:
+        return clipped_precision(cov, floor)
+    return clipped_precision(cov.cpu(), floor).to(cov.device)
+
+
 def layer_prior_stds(spec: MLPSpec, prior_std: Tensor) -> list[tuple[float, float]] | None:
     """Per-layer ``(weight std, bias std)`` scalars if ``prior_std[D]`` is constant within
     every weight matrix and every bias vector, else ``None``."""
