@@ -74,7 +74,7 @@ def test_sigint_keeps_finished_trials_and_the_resumed_run_matches(tmp_path):
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "resume" in err
     units = sorted(p.name for p in (out / "units").glob("*.csv"))
-    assert "thompson-mfvi-__trial0.csv" in units or any(u.startswith("thompson") for u in units)
+    assert "thompson[mfvi]__trial0.csv" in units
     assert len(units) < 24 and not (out / "summary.csv").exists()
     resumed = cli([*INTERRUPTED_BANDIT, "--out", str(out)])
     stdout, err = resumed.communicate(timeout=300)

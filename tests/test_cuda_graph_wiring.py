@@ -239,9 +239,15 @@ def test_graphs_are_the_default_where_they_apply_and_the_environment_turns_them_
     assert _ReplayByCalling.captures == [16]  # no second capture
 
 
-@pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "map", "ensemble", "bootstrap", "fsvgd", "svgd"])
-@pytest.mark.parametrize("likelihood,options", [("gaussian", {}), ("gaussian", {"noise_std": 0.1}),
-                                                ("categorical", {})])
+#: every graph-safe (method, likelihood, options): the particle methods' learned regression noise is a
+#: separate step, not graph-safe (asserted in test_graph_safe_methods_are_declared above)
+GRAPH_SAFE_CASES = [(name, likelihood, options)
+                    for name in ["mfvi", "bb-alpha", "map", "ensemble", "bootstrap", "fsvgd", "svgd"]
+                    for likelihood, options in [("gaussian", {}), ("gaussian", {"noise_std": 0.1}), ("categorical", {})]
+                    if not (name in ("fsvgd", "svgd") and likelihood == "gaussian" and not options)]
+
+
+@pytest.mark.parametrize("name,likelihood,options", GRAPH_SAFE_CASES)
 def test_every_step_of_a_graph_safe_method_after_the_first_takes_the_capturable_optimiser_path(
         monkeypatch, name, likelihood, options):
     # torch.optim's own Adam step refuses CUDA-graph capture unless built capturable; the direct
@@ -261,8 +267,7 @@ def test_every_step_of_a_graph_safe_method_after_the_first_takes_the_capturable_
     x = torch.randn(64, 3, generator=g)
     y = (x[:, 0] > 0).long() if likelihood == "categorical" else torch.randn(64, 2, generator=g)
     post = ua.make_posterior(name, in_dim=3, out_dim=2, hidden=(8,), seed=0, likelihood=likelihood, **options)
-    if not post.graph_safe_step:
-        pytest.skip(f"{name} with {options} is not graph-safe")
+    assert post.graph_safe_step
     post.fit(x, y, steps=6, batch_size=16)
     n_groups = len(post.optimizer_set.optimizers)
     assert len(paths) == 6 * n_groups

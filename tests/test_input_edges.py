@@ -270,3 +270,56 @@ def test_make_agent_names_context_dim():
     from uncertain_agents.agents import make_agent
     with pytest.raises(ValueError, match="context_dim must be a positive integer"):
         make_agent("thompson", n_actions=2, context_dim=0, posterior="mfvi")
+
+
+# ------------------------------------------------------- scores and metrics
+@pytest.mark.parametrize("labels,message", [
+    (torch.arange(5) % 3, r"one class label per input \(\[8\]\)"),   # too few: used to score the first five only
+    (torch.arange(9) % 3, r"one class label per input"),             # too many
+    (torch.tensor([0, 1, 2, 3, 0, 1, 2, 0]), r"class labels in \[0, 2\]"),
+    (torch.tensor([0, -1, 2, 0, 0, 1, 2, 0]), r"class labels in \[0, 2\]"),
+    (torch.tensor([0.5, 1, 2, 0, 0, 1, 2, 0]), "whole-number"),
+])
+def test_classification_scores_name_bad_labels(labels, message):
+    from uncertain_agents import metrics
+    pred = ua.Predictive(torch.randn(4, 8, 3, generator=torch.Generator().manual_seed(0)), "categorical")
+    for score in (pred.log_prob, lambda y: metrics.accuracy(pred, y),
+                  lambda y: metrics.expected_calibration_error(pred, y)):
+        with pytest.raises(ValueError, match=message):
+            score(labels)
+
+
+def test_classification_scores_accept_labels_as_floats_and_columns():
+    from uncertain_agents import metrics
+    pred = ua.Predictive(torch.randn(4, 8, 3, generator=torch.Generator().manual_seed(0)), "categorical")
+    y = torch.arange(8) % 3
+    assert torch.equal(pred.log_prob(y.float()), pred.log_prob(y))
+    assert metrics.accuracy(pred, y.view(8, 1)) == metrics.accuracy(pred, y.tolist())
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        metrics.expected_calibration_error(pred, y, n_bins=2.5)
+
+
+def test_regression_scores_and_predictive_name_bad_targets_and_noise():
+    from uncertain_agents import metrics
+    Predictive = ua.Predictive
+    f = torch.randn(4, 8, 1, generator=torch.Generator().manual_seed(0))
+    pred = Predictive(f, "gaussian", torch.ones(1))
+    with pytest.raises(ValueError, match=r"y must have shape \(8, 1\)"):
+        metrics.rmse(pred, torch.zeros(5))
+    with pytest.raises(ValueError, match=r"y must have shape \(8, 1\)"):
+        metrics.negative_log_likelihood(pred, torch.zeros(5))
+    assert metrics.rmse(pred, torch.zeros(8)) == metrics.rmse(pred, torch.zeros(8, 1))
+    with pytest.raises(ValueError, match="noise_var must broadcast"):
+        Predictive(f, "gaussian", torch.ones(3))
+    with pytest.raises(TypeError, match="f must be a torch.Tensor"):
+        Predictive(f.tolist(), "gaussian", torch.ones(1))
+
+
+def test_network_forward_names_a_bad_x():
+    spec = ua.MLPSpec(3, 2, (4,))
+    params = torch.zeros(2, spec.num_params)
+    with pytest.raises(ValueError, match=r"x must have shape \[B, 3\] or \[n, B, 3\]"):
+        spec.forward(params, torch.zeros(5, 4))
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        spec.forward(params, [[0.0, 0.0, 0.0]])
+    assert spec.forward(params, torch.zeros(5, 3)).shape == (2, 5, 2)

@@ -193,3 +193,5 @@ def test_a_large_network_on_few_rows_is_not_a_blow_up():
     x = torch.randn(10, 64, generator=g)
     post = ua.make_posterior("mfvi", in_dim=64, out_dim=10, hidden=(400, 400), likelihood="categorical", seed=0)
     post.fit(x, torch.arange(10), steps=60, batch_size=10)
+    pred = post.predict(x, n_samples=8)
+    assert bool(torch.isfinite(pred.samples).all()) and bool(torch.isfinite(pred.probs).all())

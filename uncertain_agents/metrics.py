@@ -5,6 +5,7 @@ import torch
 from torch import Tensor
 
 from .predictive import Predictive
+from .validation import check_positive_int
 
 
 def test_log_likelihood(pred: Predictive, y) -> float:
@@ -19,22 +20,18 @@ def negative_log_likelihood(pred: Predictive, y) -> float:
 
 def rmse(pred: Predictive, y) -> float:
     """Root mean squared error of the predictive mean (regression)."""
-    y = torch.as_tensor(y, device=pred.samples.device, dtype=pred.samples.dtype)
-    y = y.reshape(pred.mean.shape)
-    return float((pred.mean - y).square().mean().sqrt())
+    return float((pred.mean - pred.targets(y)).square().mean().sqrt())
 
 
 def accuracy(pred: Predictive, y) -> float:
     """Fraction of inputs whose most probable class (under the MC-mean probabilities) is y."""
-    y = torch.as_tensor(y, device=pred.samples.device).long().reshape(-1)
-    return float((pred.probs.argmax(-1) == y).float().mean())
+    return float((pred.probs.argmax(-1) == pred.labels(y)).float().mean())
 
 
 def expected_calibration_error(pred: Predictive, y, n_bins: int = 15) -> float:
     """ECE with equal-width confidence bins: ``Σ_b (n_b/N) |acc_b - conf_b|``."""
-    if n_bins <= 0:
-        raise ValueError(f"n_bins must be positive, got {n_bins}")
-    y = torch.as_tensor(y, device=pred.samples.device).long().reshape(-1)
+    n_bins = check_positive_int(n_bins, "n_bins")
+    y = pred.labels(y)
     conf, guess = pred.probs.max(-1)
     correct = (guess == y).to(conf.dtype)
     bins = torch.clamp((conf * n_bins).long(), max=n_bins - 1)

@@ -173,6 +173,12 @@ class MLPSpec:
         Returns:
             ``f[n, B, out_dim]`` (and the features when asked).
         """
+        if not isinstance(x, Tensor):
+            raise TypeError(f"x must be a torch.Tensor [B, {self.in_dim}] or [n, B, {self.in_dim}], "
+                            f"got {type(x).__name__}")
+        if x.dim() not in (2, 3) or x.shape[-1] != self.in_dim:
+            raise ValueError(f"x must have shape [B, {self.in_dim}] or [n, B, {self.in_dim}] (in_dim), "
+                             f"got {tuple(x.shape)}")
         n = params.shape[0]
         chunk = self._cpu_chunk(params, x)
         if chunk >= n:

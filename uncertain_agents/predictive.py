@@ -22,6 +22,8 @@ class Predictive:
     """
 
     def __init__(self, f: Tensor, kind: str, noise_var: Tensor | None = None):
+        if not isinstance(f, Tensor):
+            raise TypeError(f"f must be a torch.Tensor [S, B, out], got {type(f).__name__}")
         if f.dim() != 3:
             raise ValueError(f"f must have shape [S, B, out], got {tuple(f.shape)}")
         if kind not in ("gaussian", "categorical"):
@@ -30,7 +32,14 @@ class Predictive:
             raise ValueError("a gaussian Predictive needs noise_var")
         self.samples = f
         self.kind = kind
-        self.noise_var = None if noise_var is None else torch.broadcast_to(noise_var, f.shape)
+        if noise_var is not None:
+            noise_var = torch.as_tensor(noise_var, dtype=f.dtype, device=f.device)
+            try:
+                noise_var = torch.broadcast_to(noise_var, f.shape)
+            except RuntimeError:
+                raise ValueError(f"noise_var must broadcast to f's shape {tuple(f.shape)} (e.g. [out] or "
+                                 f"[S, 1, out]), got {tuple(noise_var.shape)}") from None
+        self.noise_var = noise_var
 
     @property
     def n_samples(self) -> int:
@@ -92,20 +101,40 @@ class Predictive:
         Regression ``y`` is ``[B, out]`` or ``[B]`` in original units (summed over
         outputs); classification ``y`` is ``[B]`` integer labels.
         """
-        y = torch.as_tensor(y, device=self.samples.device)
         if self.kind == "categorical":
             logp = F.log_softmax(self.samples, -1)
-            idx = y.long().view(1, -1, 1).expand(self.n_samples, -1, 1)
+            idx = self.labels(y).view(1, -1, 1).expand(self.n_samples, -1, 1)
             lp = logp.gather(-1, idx).squeeze(-1)
         else:
-            y = y.to(self.samples.dtype)
-            if y.dim() == 1:
-                y = y.unsqueeze(-1)
-            if y.shape != self.samples.shape[1:]:
-                raise ValueError(f"y must have shape {tuple(self.samples.shape[1:])}, got {tuple(y.shape)}")
+            y = self.targets(y)
             lp = (-0.5 * (y - self.samples).square() / self.noise_var
                   - 0.5 * torch.log(self.noise_var) - 0.5 * LOG_2PI).sum(-1)
         return torch.logsumexp(lp, dim=0) - math.log(self.n_samples)
+
+    def labels(self, y) -> Tensor:
+        """``y`` as ``[B]`` long class labels, checked: one per input, whole numbers in ``[0, C)``."""
+        self._require("categorical", "labels")
+        B, C = self.samples.shape[1], self.samples.shape[2]
+        y = torch.as_tensor(y, device=self.samples.device)
+        if y.numel() != B or (y.dim() > 1 and y.shape != (B, 1)):
+            raise ValueError(f"y must hold one class label per input ([{B}]), got shape {tuple(y.shape)}")
+        y = y.reshape(B)
+        if y.is_floating_point() and not bool(torch.equal(y, y.round())):
+            raise ValueError("y must hold whole-number class labels, got fractional values")
+        if B and (int(y.min()) < 0 or int(y.max()) >= C):
+            raise ValueError(f"y must hold class labels in [0, {C - 1}], got values in "
+                             f"[{int(y.min())}, {int(y.max())}]")
+        return y.long()
+
+    def targets(self, y) -> Tensor:
+        """Regression ``y`` as ``[B, out]`` in the samples' dtype (``[B]`` accepted for one output), checked."""
+        self._require("gaussian", "targets")
+        y = torch.as_tensor(y, device=self.samples.device).to(self.samples.dtype)
+        if y.dim() == 1:
+            y = y.unsqueeze(-1)
+        if y.shape != self.samples.shape[1:]:
+            raise ValueError(f"y must have shape {tuple(self.samples.shape[1:])}, got {tuple(y.shape)}")
+        return y
 
     def entropy(self) -> Tensor:
         """``[B]`` predictive entropy.

@@ -145,7 +145,8 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         raise TypeError(f"posterior must be trial-batched (make_trial_posterior), got {type(posterior).__name__}")
     R = posterior.n_trials
     if len(envs) != R or len(seeds) != R:
-        raise ValueError(f"need one environment and one seed per trial ({R}), got {len(envs)} and {len(seeds)}")
+        raise ValueError(f"envs and seeds must each have one entry per trial ({R}, the posterior's n_trials), "
+                         f"got {len(envs)} and {len(seeds)}")
     if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps <= 0:
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     envs = [getattr(env, "unwrapped", env) for env in envs]  # gymnasium.make's wrappers: the env itself

@@ -39,7 +39,7 @@ class LinearDecay:
 
     def __call__(self, k: int) -> int:
         if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
-            raise ValueError(f"refit index must be a non-negative integer, got {k!r}")
+            raise ValueError(f"k (the refit index) must be a non-negative integer, got {k!r}")
         if k >= self.over:
             return self.last
         return int(round(self.first + (self.last - self.first) * k / self.over))
