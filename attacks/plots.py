@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from uncertain_agents.runs import atomic_save_figure
+
 LABELS = {"epsilon": "ε (L∞ perturbation)", "step": "I-FGSM step", "accuracy": "accuracy",
           "mean_entropy": "mean predictive entropy (nats)", "target_success": "target success",
           "auroc_entropy": "AUROC (entropy)", "mean_mutual_information": "mean mutual information (nats)"}
@@ -68,6 +70,6 @@ def plot_attack_curves(results, path, *, x: str = "epsilon", metrics=("accuracy"
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    atomic_save_figure(path, fig, dpi=120)  # a reader never sees half a figure
     plt.close(fig)
     return path

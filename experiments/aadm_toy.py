@@ -31,7 +31,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_save_figure, atomic_write_csv, atomic_write_text, record_run
 from uncertain_agents.toys import TOYS, toy_split
 
 PUBLISHED = {  # Table 1: (test NLL, test RMSE); the printed "log-likelihood" is the NLL
@@ -104,7 +104,7 @@ def plot(out: Path, seed: int, alphas=(1e-4, 1.0)) -> Path:
     fig.suptitle("AADM predictive density (blue), 8 sample functions (red), training data (black)")
     fig.tight_layout()
     path = out / "predictive.png"
-    fig.savefig(path, dpi=110)
+    atomic_save_figure(path, fig, dpi=110)
     plt.close(fig)
     return path
 
@@ -135,12 +135,12 @@ def main(argv=None) -> None:
                 post.save(args.out / "posteriors" / f"{problem}_alpha{alpha:g}_seed{seed}.pt")
                 rows.append(row)
                 tmp = path.with_suffix(".csv.tmp")
-                pd.DataFrame(rows).to_csv(tmp, index=False)
+                atomic_write_csv(tmp, pd.DataFrame(rows))
                 os.replace(tmp, path)
                 print(f"{problem:16s} α={alpha:<6g} seed {seed}  nll {row['test_nll']:.3f}  "
                       f"rmse {row['test_rmse']:.3f}  ({row['fit_seconds']:.0f}s)", flush=True)
     text = table(pd.DataFrame(rows))
-    (args.out / "table.md").write_text(text)
+    atomic_write_text(args.out / "table.md", text)
     print(text)
     print("plot:", plot(args.out, args.seeds[0]))
 

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.runs import atomic_write_text, record_run
+from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run
 from uncertain_agents.workers import spawn_pool
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, StreamSlots, make_env, parallel_mode,
@@ -149,21 +149,22 @@ def run_batched(env_name: str, label: str, post: str, options: dict, trials: lis
 
 
 def write_run(out: Path, runs_path: Path, row: dict, curve: pd.DataFrame) -> None:
-    """Append a finished run to ``bandit_runs.csv`` and ``curves.csv`` (a column that an older file
-    lacks, such as ``parallel``, is added to it first)."""
+    """Add a finished run to ``curves.csv`` and then ``bandit_runs.csv``, each rewritten atomically (a
+    killed table leaves either file whole; the run row, which marks the run done for a resume, is written
+    last, and a curve written twice — killed between the two writes, then re-run with the same seed — is
+    kept once). A column that an older ``bandit_runs.csv`` lacks, such as ``parallel``, is added to it."""
+    curves_path = out / "curves.csv"
+    if curves_path.is_file():
+        curve = pd.concat([pd.read_csv(curves_path), curve], ignore_index=True).drop_duplicates()
+    atomic_write_csv(curves_path, curve)
+    new = pd.DataFrame([row])
     if runs_path.is_file():
-        old = pd.read_csv(runs_path, nrows=0).columns.tolist()
-        if any(key not in old for key in row):
-            runs = pd.read_csv(runs_path)
-            for key in row:
-                if key not in runs:
-                    runs[key] = "" if key == "parallel" else np.nan
-            atomic_write_text(runs_path, runs.to_csv(index=False))
-            old = runs.columns.tolist()
-        pd.DataFrame([row]).reindex(columns=old).to_csv(runs_path, mode="a", header=False, index=False)
-    else:
-        pd.DataFrame([row]).to_csv(runs_path, index=False)
-    curve.to_csv(out / "curves.csv", mode="a", header=not (out / "curves.csv").is_file(), index=False)
+        runs = pd.read_csv(runs_path)
+        for key in row:
+            if key not in runs:
+                runs[key] = "" if key == "parallel" else np.nan
+        new = pd.concat([runs, new.reindex(columns=runs.columns)], ignore_index=True)
+    atomic_write_csv(runs_path, new)
 
 
 RUN_KEY = ["env", "protocol", "label", "trial", "steps"]

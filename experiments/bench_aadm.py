@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import compare  # noqa: E402
 
 import uncertain_agents as ua  # noqa: E402
+from uncertain_agents.runs import atomic_write_text  # noqa: E402
 
 
 def plain_loop(x, y, hidden, batch, steps):
@@ -84,10 +85,10 @@ def main() -> None:
     for name, s in per_step.items():
         print(f"  {name:28s} {s * 1e6:9.0f} µs/step   {s / base:6.2f}×")
     if args.json:
-        args.json.write_text(json.dumps({"device": str(device), "threads": threads,
-                                         "us_per_step": {k: v * 1e6 for k, v in per_step.items()},
-                                         "ratio_to_plain": {k: v / base for k, v in per_step.items()}},
-                                        indent=2))
+        atomic_write_text(args.json, json.dumps({"device": str(device), "threads": threads,
+                                                 "us_per_step": {k: v * 1e6 for k, v in per_step.items()},
+                                                 "ratio_to_plain": {k: v / base for k, v in per_step.items()}},
+                                                indent=2))
 
 
 if __name__ == "__main__":

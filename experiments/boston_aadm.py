@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run
 from uncertain_agents.datasets.uci import UCIDataset
 from uncertain_agents.options import parse_posterior_spec
 
@@ -63,7 +63,7 @@ def summarise(df: pd.DataFrame) -> pd.DataFrame:
 
 def write_atomic(df: pd.DataFrame, path: Path) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    df.to_csv(tmp, index=False)
+    atomic_write_csv(tmp, df)
     os.replace(tmp, path)
 
 
@@ -108,7 +108,7 @@ def main(argv=None) -> None:
             write_atomic(pd.DataFrame(rows), path)
     frame = pd.DataFrame(rows)
     summary = summarise(frame[frame.method.isin(args.methods)])
-    (args.out / "table.md").write_text(markdown(summary))
+    atomic_write_text(args.out / "table.md", markdown(summary))
     print(markdown(summary))
 
 

@@ -26,6 +26,7 @@ import torch
 import uncertain_agents as ua
 from uncertain_agents.datasets.uci import UCIDataset
 from uncertain_agents.options import parse_posterior_spec as parse_method
+from uncertain_agents.runs import atomic_write_csv
 
 DEFAULT_METHODS = ("dropout-alpha:alpha=0.0", "dropout-alpha:alpha=0.5", "dropout-alpha:alpha=1.0",
                    "map", "ensemble")
@@ -89,9 +90,9 @@ def main(argv=None) -> None:
             rows.append(row)
             print(f"{method:28s} split {k:2d}  nll {row['test_nll']:.3f}  rmse {row['test_rmse']:.3f}"
                   f"  ({row['fit_seconds']:.0f}s)", flush=True)
-            pd.DataFrame(rows).to_csv(args.out, index=False)
+            atomic_write_csv(args.out, pd.DataFrame(rows))
     summary = summarise(pd.DataFrame(rows))
-    summary.to_csv(args.out.with_name(args.out.stem + "_summary.csv"))
+    atomic_write_csv(args.out.with_name(args.out.stem + "_summary.csv"), summary, index=True)
     print(summary.to_string(float_format=lambda v: f"{v:.3f}"))
 
 

@@ -28,6 +28,7 @@ import torch
 import uncertain_agents as ua
 from uncertain_agents.datasets.uci import UCIDataset
 from uncertain_agents.options import parse_posterior_spec as parse_method
+from uncertain_agents.runs import atomic_write_csv
 
 DEFAULT_METHODS = ("fsvgd", "svgd", "fsvgd:noise_holdout=0.0", "svgd:noise_holdout=0.0")
 PUBLISHED = {"fsvgd": (2.47, 2.61), "svgd": (2.50, 2.96)}  # Wang et al. 2019 (NLL, RMSE)
@@ -95,10 +96,10 @@ def main(argv=None) -> None:
             last = new[-1]
             print(f"{method:28s} split {k:2d}  NLL {last['test_nll']:.3f}  RMSE {last['test_rmse']:.2f}  "
                   f"noise {last['mean_noise_std']:.2f}  ({last['fit_seconds']:.0f}s)", flush=True)
-            pd.DataFrame(rows).to_csv(args.out, index=False)
+            atomic_write_csv(args.out, pd.DataFrame(rows))
     df = pd.DataFrame(rows)
     summary = summarise(df)
-    summary.to_csv(args.out.with_name(args.out.stem + "_summary.csv"))
+    atomic_write_csv(args.out.with_name(args.out.stem + "_summary.csv"), summary, index=True)
     with pd.option_context("display.width", 160, "display.precision", 3):
         print(summary)
     final = summary.xs(args.epochs, level="epoch")

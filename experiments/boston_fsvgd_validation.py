@@ -26,6 +26,7 @@ from boston_fsvgd import parse_method  # noqa: E402
 
 import uncertain_agents as ua  # noqa: E402
 from uncertain_agents.datasets.uci import UCIDataset  # noqa: E402
+from uncertain_agents.runs import atomic_write_csv  # noqa: E402
 
 EPOCHS = (25, 50, 100, 200, 300, 500)
 
@@ -60,7 +61,7 @@ def main(argv=None) -> None:
             print(f"{method} split{k} | " + " | ".join(parts), flush=True)
     df = pd.DataFrame(rows)
     if args.csv is not None:
-        df.to_csv(args.csv, index=False)
+        atomic_write_csv(args.csv, df)
     print(df[df.epoch == EPOCHS[-1]].groupby("method", sort=False)[["val_nll", "val_rmse"]].mean())
 
 

@@ -36,7 +36,7 @@ import torch
 from uncertain_agents.agents import make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.datasets.mushroom import load_mushroom
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import append_record, record_run
 from uncertain_agents.workers import spawn_pool
 
 #: Posterior options that undo the authors' settings of the protocol (their values before 2026-11-26:
@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.workers > 1 else map(_run_job, jobs)
         for result in finished:  # each run is written as soon as it ends
             print(json.dumps(result), flush=True)
-            with open(lines, "a") as f:  # one complete line per finished run
-                f.write(json.dumps(result) + "\n")
+            append_record(lines, result)  # one complete line per finished run
     return 0
 
 

@@ -24,6 +24,7 @@ import torch
 import uncertain_agents as ua
 from attacks.evaluate import load_dataset, train_classifier
 from attacks.fgsm import fgsm
+from uncertain_agents.runs import append_record, read_records
 
 HIDDEN, STEPS, BATCH, N_SAMPLES, EPSILONS = (100, 100), 3000, 64, 20, (0.0, 0.15, 0.3)
 
@@ -51,14 +52,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    done = [json.loads(line) for line in args.out.read_text().splitlines()] if args.out.is_file() else []
+    done = read_records(args.out)
     for floor in args.floors:
         for seed in args.seeds:
             if any(r["floor"] == floor and r["seed"] == seed for r in done):
                 continue
             row = run(floor, seed)
-            with args.out.open("a") as fh:  # one whole line per finished run
-                fh.write(json.dumps(row) + "\n")
+            append_record(args.out, row)  # one whole line per finished run
             done.append(row)
             print(json.dumps(row), flush=True)
     table = pd.DataFrame(done).drop(columns=["seed"]).groupby("floor").mean().round(3)

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 import uncertain_agents as ua
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_save_figure, atomic_write_csv, record_run
 
 LR = 1e-3
 REGIONS = {"gap (0.6, 0.8)": (0.6, 0.8), "beyond (1.0, 1.2)": (1.0, 1.2)}
@@ -78,9 +78,9 @@ def main(argv=None) -> None:
             if seed == args.seeds[0]:
                 bands[method] = (x, y, pred)
     df = pd.DataFrame(rows)
-    df.to_csv(args.out / "epistemic_std.csv", index=False)
+    atomic_write_csv(args.out / "epistemic_std.csv", df)
     summary = df.drop(columns=["seed"]).groupby("method").agg(["mean", "std"])
-    summary.to_csv(args.out / "epistemic_std_summary.csv")
+    atomic_write_csv(args.out / "epistemic_std_summary.csv", summary, index=True)
     with pd.option_context("display.width", 200, "display.precision", 4):
         print(summary)
     plot(bands, grid, args.out / "fsvgd_vs_svgd.png")
@@ -116,7 +116,7 @@ def plot(bands: dict, grid: torch.Tensor, path: Path) -> None:
     axes[0].set_ylabel("y")
     axes[0].legend(loc="upper left", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    atomic_save_figure(path, fig, dpi=130)
     print(f"wrote {path}")
 
 

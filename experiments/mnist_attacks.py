@@ -34,7 +34,7 @@ import torch  # noqa: E402
 from attacks.evaluate import (PosteriorChoice, attack_subset, build_classifier, evaluate,  # noqa: E402
                               load_dataset, train_classifier, write_outputs)
 from uncertain_agents.registry import available_posteriors, load_posterior  # noqa: E402
-from uncertain_agents.runs import record_run  # noqa: E402
+from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run  # noqa: E402
 
 # prior_std=1: the default 1/sqrt(fan_in) is meant for standardised inputs; on raw [0, 1]
 # pixels its L2 penalty dominates the likelihood and the networks underfit (map: 90.2% vs
@@ -98,7 +98,7 @@ def run_one(choice, data, args, out: Path, epochs: float) -> None:
                                                attack_seconds=time.perf_counter() - t0)
     per.mkdir(parents=True, exist_ok=True)
     for name, frame in results.items():
-        frame.to_csv(per / f"{name}.csv", index=False)
+        atomic_write_csv(per / f"{name}.csv", frame)
 
 
 def aggregate(out: Path, labels: list[str], config: dict) -> None:
@@ -113,7 +113,7 @@ def aggregate(out: Path, labels: list[str], config: dict) -> None:
         print("no results yet")
         return
     write_outputs(results, out, config)
-    (out / "table.md").write_text(markdown_tables(results))
+    atomic_write_text(out / "table.md", markdown_tables(results))
     print(markdown_tables(results))
 
 
@@ -184,7 +184,7 @@ def main(argv=None) -> int:
             run_one(choice, data, args, out, epochs_for.get(choice.label, args.epochs))
             aggregate(out, [c.label for c in CANDIDATES], config)
     aggregate(out, [c.label for c in CANDIDATES], config)
-    (out / "config.json").write_text(json.dumps(config, indent=2, default=str))
+    atomic_write_text(out / "config.json", json.dumps(config, indent=2, default=str))
     return 0
 
 

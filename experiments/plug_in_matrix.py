@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from uncertain_agents.runs import atomic_write_csv, atomic_write_text
 from uncertain_agents.workers import spawn_pool
 
 JOBS = ("boston", "wheel", "mushroom", "digits")
@@ -134,7 +135,7 @@ def run_cell(job: str, name: str, index: int, path: str) -> str:
         result = run_digits(name, index)
     record = {"job": job, "posterior": name, "index": index, **result}
     tmp = Path(path).with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=1))
+    atomic_write_text(tmp, json.dumps(record, indent=1))
     os.replace(tmp, path)
     return path
 
@@ -280,14 +281,14 @@ def main(argv=None) -> int:
             fut.result()
             print(f"[{k}/{len(todo)}] {job} {name} {i} ({time.perf_counter() - t0:.0f} s)", flush=True)
     cells = load_cells(args.out)
-    cells.to_csv(args.out / "cells.csv", index=False)
+    atomic_write_csv(args.out / "cells.csv", cells)
     table = summarize(cells)
-    table.to_csv(args.out / "matrix.csv", index=False)
+    atomic_write_csv(args.out / "matrix.csv", table)
     targets = check_targets(cells)
     text = markdown(table) + "\nTargets (Bayesian = every posterior but " + ", ".join(NON_BAYESIAN) \
         + f"; rows named {REFERENCE_PREFIX}<agent> are reference agents, not posteriors):\n\n" \
         + "\n".join(f"* {line}" for line in targets) + "\n"
-    (args.out / "matrix.md").write_text(text)
+    atomic_write_text(args.out / "matrix.md", text)
     print(text)
     return 0
 

@@ -19,6 +19,7 @@ import torch
 
 import uncertain_agents as ua
 from uncertain_agents.datasets.uci import UCIDataset
+from uncertain_agents.runs import atomic_save_figure
 
 
 def main(argv=None) -> None:
@@ -53,7 +54,7 @@ def main(argv=None) -> None:
     ax.legend()
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=110)
+    atomic_save_figure(args.out, fig, dpi=110)
     print("ELBO_init", float(result.diagnostics["elbo_init"]), "mean staircase", staircase.mean(0).round(4),
           "single-path mean", path.mean(0).round(4), "members ending above ELBO_init:", int((staircase[:, -1] > staircase[:, 0]).sum()), "of", len(staircase))
     print("plot:", args.out)

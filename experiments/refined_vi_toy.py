@@ -30,6 +30,7 @@ import torch
 
 from uncertain_agents.posteriors.refinement import (RefinementSchedule, auxiliary_marginal,
                                                     conditional_posterior, gaussian_kl)
+from uncertain_agents.runs import atomic_save_figure, atomic_write_text
 
 N_OBS, NOISE_STD = 5, 0.5
 NODES, WEIGHTS = np.polynomial.hermite_e.hermegauss(80)  # ∫ f(x) N(x; 0, 1) dx ≈ Σ w_i f(x_i) / √(2π)
@@ -140,8 +141,8 @@ def main(argv=None) -> None:
     ax.set_ylim(0, 1.3 * float(posterior.max()))
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=120)
-    args.out.with_suffix(".json").write_text(json.dumps(figures, indent=2))
+    atomic_save_figure(args.out, fig, dpi=120)
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(figures, indent=2))
     print(f"wrote {args.out}")
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from uncertain_agents.regression import UCIConfig, UCIDataset, run_uci, write_run
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_write_text, record_run
 
 PAPER_NAMES = {"bostonHousing": "boston_housing", "concrete": "concrete_strength", "energy": "energy_efficiency",
                "yacht": "yacht_hydrodynamics", "wine-quality-red": "wine", "kin8nm": "kin8nm",
@@ -113,7 +113,7 @@ def main(argv=None) -> None:
             config = UCIConfig(dataset=d, posterior=m, hidden=(50,), options=options, **protocol(d))
             write_run(run_uci(config, progress=True), config, target)
     text = table(args.out, args.datasets)
-    (args.out / "table.md").write_text(text)
+    atomic_write_text(args.out / "table.md", text)
     print(text)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from uncertain_agents.regression import UCIConfig, run_uci, summarize
-from uncertain_agents.runs import record_run
+from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run
 
 DEFAULT_METHODS = [
     ("mfvi", "mfvi", {}),
@@ -56,17 +56,17 @@ def main() -> None:
         frame = run_uci(config, data_dir=args.data_dir,
                         on_split=lambda r, lab=label: print(lab, {k: round(v, 4) for k, v in r.items()}, flush=True))
         slug = label.replace(" ", "_").replace("=", "").replace("α", "alpha")
-        frame.to_csv(out / f"{slug}.csv", index=False)
+        atomic_write_csv(out / f"{slug}.csv", frame)
         s = summarize(frame)
         rows.append({"method": label, **s, "train_seconds_per_split": float(frame.train_seconds.mean())})
         print("SUMMARY", rows[-1], flush=True)
         table = pd.DataFrame(rows)
-        table.to_csv(out / "table.csv", index=False)
+        atomic_write_csv(out / "table.csv", table)
         lines = ["| method | test NLL | test RMSE | splits |", "|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['method']} | {r['test_nll_mean']:.2f} ± {r['test_nll_se']:.2f} | "
                          f"{r['test_rmse_mean']:.2f} ± {r['test_rmse_se']:.2f} | {r['n_splits']} |")
-        (out / "table.md").write_text("\n".join(lines) + "\n")
+        atomic_write_text(out / "table.md", "\n".join(lines) + "\n")
     print((out / "table.md").read_text())
 
 

@@ -128,3 +128,26 @@ def test_per_trial_table_lists_every_trial_and_leaves_missing_ones_empty():
     assert "| agent | 0 | 1 |" in lines
     assert "| thompson[fsvgd] |  | 2.50 |" in lines
     assert not any(line.startswith("| uniform") for line in lines)
+
+
+def test_a_finished_run_is_written_whole_curve_first_and_once(tmp_path):
+    """``write_run`` rewrites ``curves.csv`` and then ``bandit_runs.csv`` atomically (the run row, the
+    resume's "done" mark, last); earlier rows stay as they were, a run's curve written again after a kill
+    between the two files is kept once, and a column an older table lacks is added."""
+    bt = _script()
+    runs_path = tmp_path / "bandit_runs.csv"
+    runs_path.write_text("env,label,trial,cumulative_regret\nwheel,linear,0,12.25\n")  # an older table: no "parallel"
+    (tmp_path / "curves.csv").write_text("step,cumulative_regret,env,label,trial\n50,1.5,wheel,linear,0\n")
+    row = {"env": "wheel", "label": "thompson[mfvi]", "trial": 0, "cumulative_regret": 30.125, "parallel": "batched"}
+    curve = pd.DataFrame({"step": [50, 100], "cumulative_regret": [2.0, 3.5], "env": "wheel",
+                          "label": "thompson[mfvi]", "trial": 0})
+    bt.write_run(tmp_path, runs_path, row, curve)
+    bt.write_run(tmp_path, runs_path, {**row, "trial": 1}, curve.assign(trial=1))
+    bt.write_run(tmp_path, runs_path, {**row, "trial": 1}, curve.assign(trial=1))  # the same run again
+    runs = pd.read_csv(runs_path)
+    assert runs.columns.tolist() == ["env", "label", "trial", "cumulative_regret", "parallel"]
+    assert runs["cumulative_regret"].tolist() == [12.25, 30.125, 30.125, 30.125]
+    curves = (tmp_path / "curves.csv").read_text().splitlines()
+    assert curves[:2] == ["step,cumulative_regret,env,label,trial", "50,1.5,wheel,linear,0"]
+    assert len(curves) == 1 + 1 + 2 + 2  # header, the old row, two runs' two points each: no duplicate
+    assert not list(tmp_path.glob(".*.tmp"))

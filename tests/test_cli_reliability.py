@@ -165,3 +165,31 @@ def test_regress_resumes_split_by_split(tmp_path, capsys):
     assert main(args) == 0
     assert "1 of 2 splits already finished" in " ".join(capsys.readouterr().out.split())
     pd.testing.assert_frame_equal(without_seconds(pd.read_csv(out / "splits.csv")), without_seconds(first))
+
+
+# ------------------------------------------------------------ atomic result files
+def test_records_survive_a_cut_last_line_and_files_are_written_whole(tmp_path):
+    """``append_record`` writes whole JSON lines; ``read_records`` skips a last line a kill cut short; CSVs
+    and figures go through a temporary file (no ``*.tmp`` left, the old file replaced whole)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from uncertain_agents.runs import append_record, atomic_save_figure, atomic_write_csv, read_records
+
+    path = tmp_path / "runs.jsonl"
+    append_record(path, {"a": 1})
+    append_record(path, {"a": 2})
+    with open(path, "a") as fh:
+        fh.write('{"a": 3, "b"')  # a write cut short
+    assert read_records(path) == [{"a": 1}, {"a": 2}]
+    assert read_records(tmp_path / "missing.jsonl") == []
+    csv = atomic_write_csv(tmp_path / "t.csv", pd.DataFrame({"x": [1, 2]}))
+    atomic_write_csv(csv, pd.DataFrame({"x": [3]}))
+    assert csv.read_text() == "x\n3\n"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    png = atomic_save_figure(tmp_path / "f.png", fig, dpi=50)
+    plt.close(fig)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))

@@ -323,3 +323,61 @@ def test_network_forward_names_a_bad_x():
     with pytest.raises(TypeError, match="x must be a torch.Tensor"):
         spec.forward(params, [[0.0, 0.0, 0.0]])
     assert spec.forward(params, torch.zeros(5, 3)).shape == (2, 5, 2)
+
+
+def test_standardisation_that_overflows_float32_is_refused_before_training():
+    """Finite targets whose spread overflows float32 (squares of ~1e19 are inf) used to fit "fine" and
+    predict NaN; the first fit now names y, and the units stay unfixed so a rescaled fit works."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(40, 2, generator=g), torch.randn(40, 1, generator=g)
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, seed=0)
+    with pytest.raises(ValueError, match=r"y's mean or spread overflows float32 .*rescale y"):
+        post.fit(x, y * 1e19, steps=2)
+    post.fit(x, y, steps=2)
+    assert bool(torch.isfinite(post.predict(x, n_samples=4).mean).all())
+
+
+@pytest.mark.parametrize("seed", [-1, 2**63, 2**64 - 1])
+def test_seeds_out_of_range_are_refused_by_name(seed):
+    from uncertain_agents.agents import make_agent
+
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*63 - 1\]"):
+        ua.make_posterior("mfvi", in_dim=2, out_dim=1, seed=seed)
+    with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*63 - 1\]"):
+        make_agent("uniform", n_actions=2, context_dim=2, seed=seed)
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, seed=2**63 - 1)  # the largest: its generators work
+    assert post.predict(torch.zeros(3, 2), n_samples=2).mean.shape == (3, 1)
+
+
+def test_cli_refuses_a_negative_seed_naming_it(capsys):
+    from uncertain_agents.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["bandit", "wheel", "--seed", "-5", "--steps", "10"])
+    assert stop.value.code == 2
+    assert "argument --seed: must be in [0, 2**63 - 1], got -5" in capsys.readouterr().err
+
+
+def test_run_bandit_names_progress_every_and_make_agent_names_posterior_options():
+    from uncertain_agents.agents import make_agent, run_bandit
+
+    env = WheelBandit(delta=0.5, horizon=20)
+    with pytest.raises(ValueError, match="progress_every must be a positive integer"):
+        run_bandit(env, Uniform(5, seed=0), steps=5, seed=0, progress=lambda k: None, progress_every=0)
+    with pytest.raises(TypeError, match="posterior_options must be a dict"):
+        make_agent("thompson", n_actions=2, context_dim=2, posterior="mfvi", posterior_options=5)
+
+
+def test_likelihoods_name_bad_sizes_and_noise():
+    from uncertain_agents.likelihoods import Categorical, Gaussian
+
+    with pytest.raises(ValueError, match="noise_std must be a positive"):
+        Gaussian(1, noise_std=-1.0)
+    with pytest.raises(ValueError, match="init_noise_std must be a positive"):
+        Gaussian(1, init_noise_std=0.0)
+    with pytest.raises(ValueError, match="out_dim must be a positive integer"):
+        Gaussian(0)
+    with pytest.raises(ValueError, match=r"out_dim must be an integer >= 2 \(the number of classes\)"):
+        Categorical(1)
+    with pytest.raises(ValueError, match="noise_var must be finite and positive"):
+        ua.Predictive(torch.zeros(2, 3, 1), "gaussian", 0.0)

@@ -11,6 +11,8 @@ import torch
 from torch import Tensor, nn
 import torch.nn.functional as F
 
+from .validation import check_positive_float, check_positive_int
+
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -30,6 +32,9 @@ class Gaussian(nn.Module):
 
     def __init__(self, out_dim: int, noise_std: float | None = None, init_noise_std: float = 0.5):
         super().__init__()
+        check_positive_int(out_dim, "out_dim")
+        check_positive_float(noise_std, "noise_std", allow_none=True)
+        check_positive_float(init_noise_std, "init_noise_std")
         self.learned = noise_std is None
         value = torch.full((out_dim,), math.log(init_noise_std if noise_std is None else noise_std))
         if self.learned:
@@ -71,6 +76,8 @@ class Categorical(nn.Module):
 
     def __init__(self, out_dim: int):
         super().__init__()
+        if isinstance(out_dim, bool) or not isinstance(out_dim, int) or out_dim < 2:
+            raise ValueError(f"out_dim must be an integer >= 2 (the number of classes), got {out_dim!r}")
         self.out_dim = out_dim
 
     def log_prob(self, f: Tensor, y: Tensor, mask: Tensor | None = None) -> Tensor:

@@ -24,8 +24,8 @@ class Predictive:
     def __init__(self, f: Tensor, kind: str, noise_var: Tensor | None = None):
         if not isinstance(f, Tensor):
             raise TypeError(f"f must be a torch.Tensor [S, B, out], got {type(f).__name__}")
-        if f.dim() != 3:
-            raise ValueError(f"f must have shape [S, B, out], got {tuple(f.shape)}")
+        if f.dim() != 3 or f.shape[0] < 1:
+            raise ValueError(f"f must have shape [S, B, out] with S >= 1 sampled functions, got {tuple(f.shape)}")
         if kind not in ("gaussian", "categorical"):
             raise ValueError(f"kind must be 'gaussian' or 'categorical', got {kind!r}")
         if kind == "gaussian" and noise_var is None:
@@ -33,7 +33,13 @@ class Predictive:
         self.samples = f
         self.kind = kind
         if noise_var is not None:
-            noise_var = torch.as_tensor(noise_var, dtype=f.dtype, device=f.device)
+            try:
+                noise_var = torch.as_tensor(noise_var, dtype=f.dtype, device=f.device)
+            except (TypeError, ValueError, RuntimeError):
+                raise TypeError(f"noise_var must be a positive number or tensor, got {noise_var!r}") from None
+            if not bool(torch.isfinite(noise_var).all()) or not bool((noise_var > 0).all()):
+                raise ValueError("noise_var must be finite and positive (a variance), got values in "
+                                 f"[{float(noise_var.min()):.3g}, {float(noise_var.max()):.3g}]")
             try:
                 noise_var = torch.broadcast_to(noise_var, f.shape)
             except RuntimeError:

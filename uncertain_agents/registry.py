@@ -12,12 +12,16 @@ import json
 import os
 import pkgutil
 from pathlib import Path
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
 
 import torch
 
 from .network import MLPSpec
 from .validation import check_device
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .posteriors.base import Posterior
 
 T = TypeVar("T")
 
@@ -162,9 +166,9 @@ def method_options(name: str) -> list[str]:
     return sorted(options - {"device", "seed"})
 
 
-def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activation: str = "relu",
-                   likelihood: str = "gaussian", device="cpu", seed: int | None = None,
-                   **method_kwargs):
+def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int] | int = (50,),
+                   activation: str = "relu", likelihood: str = "gaussian", device: str | torch.device = "cpu",
+                   seed: int | None = None, **method_kwargs: Any) -> "Posterior":
     """Build a posterior by name.
 
     Args:
@@ -200,7 +204,7 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden=(50,), activa
     return post.to(device)
 
 
-def load_posterior(path, map_location=None):
+def load_posterior(path: str | os.PathLike, map_location: str | torch.device | None = None) -> "Posterior":
     """Restore a posterior written by ``Posterior.save``.
 
     Tensors are loaded with ``weights_only=True`` (no code in the file ever runs). Every

@@ -14,6 +14,7 @@ import torch
 from .datasets.uci import UCIDataset
 from .metrics import regression_metrics
 from .registry import make_posterior, resolve_name
+from .runs import atomic_write_csv, atomic_write_text
 
 
 @dataclass
@@ -81,12 +82,13 @@ def run_uci(config: UCIConfig, *, data_dir=None, progress: bool = False, on_spli
 
 
 def write_run(frame: pd.DataFrame, config: UCIConfig, out_dir) -> Path:
-    """Write ``splits.csv`` and ``summary.json`` into ``out_dir``."""
+    """Write ``splits.csv`` and ``summary.json`` into ``out_dir`` (each atomically: an interrupted write
+    leaves the old file or none, never a truncated one that a resuming script would count as done)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(out / "splits.csv", index=False)
+    atomic_write_csv(out / "splits.csv", frame)
     summary = {"config": asdict(config), **summarize(frame)}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
     return out
 
 

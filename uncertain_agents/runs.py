@@ -47,6 +47,50 @@ def atomic_write_text(path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def atomic_write_csv(path, frame, **kwargs) -> Path:
+    """A pandas frame written as CSV atomically (``kwargs`` go to ``DataFrame.to_csv``; ``index=False``
+    unless given)."""
+    kwargs.setdefault("index", False)
+    return atomic_write_text(path, frame.to_csv(**kwargs))
+
+
+def append_record(path, record: dict) -> Path:
+    """Append ``record`` to a JSON-lines file as one whole line: one ``write`` with ``O_APPEND``, then
+    ``fsync`` (a killed run leaves at most a last line without its newline, which :func:`read_records`
+    skips)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _default_file_mode())
+    try:
+        os.write(fd, (json.dumps(record) + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def read_records(path) -> list[dict]:
+    """The whole records of a JSON-lines file written by :func:`append_record` (none if it is missing);
+    a last line cut short by a kill is left out."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    return [json.loads(line) for line in lines[:-1] if line.strip()]  # the last piece has no newline: partial
+
+
+def atomic_save_figure(path, figure, **kwargs) -> Path:
+    """A matplotlib figure saved atomically (rendered in memory, then :func:`atomic_write_bytes`); the
+    format follows the suffix (png by default). ``kwargs`` go to ``savefig``."""
+    import io
+
+    path = Path(path)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=path.suffix.lstrip(".") or "png", **kwargs)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
 def available_cores() -> int:
     """CPU cores this process may use (its affinity where the OS tells, else the machine's)."""
     try:
@@ -225,8 +269,4 @@ class RunFolder:
 
     def write_figure(self, name: str, figure, **kwargs) -> Path:
         """A matplotlib figure saved atomically as ``name``."""
-        import io
-
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format=Path(name).suffix.lstrip(".") or "png", **kwargs)
-        return atomic_write_bytes(self.path / name, buffer.getvalue())
+        return atomic_save_figure(self.path / name, figure, **kwargs)

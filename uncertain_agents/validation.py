@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
+#: What the public functions accept as data: a tensor, a numpy array or (nested) lists of numbers.
+ArrayLike = Union[Tensor, np.ndarray, Sequence]
 
 _REAL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
@@ -73,6 +77,22 @@ def check_device(value, name: str = "device") -> torch.device:
     elif device.type != "cpu":
         raise ValueError(f"{name} must be cpu or cuda[:N], got {value!r}")
     return device
+
+
+#: Seeds are whole numbers in ``[0, MAX_SEED]``: numpy's generators refuse negative seeds, and a posterior
+#: derives its device generators' seeds as ``seed + 1``, which must still fit torch's 64-bit seed.
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(value, name: str = "seed") -> int | None:
+    """``value`` as an int seed in ``[0, MAX_SEED]`` (``None`` passes through: an unseeded run)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int or None, got {type(value).__name__}")
+    if not 0 <= int(value) <= MAX_SEED:
+        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {int(value)}")
+    return int(value)
 
 
 def check_positive_int(value, name: str) -> int:

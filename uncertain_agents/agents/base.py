@@ -6,6 +6,8 @@ import numbers
 
 import numpy as np
 
+from ..validation import ArrayLike, check_seed
+
 
 def check_n_actions(n_actions) -> int:
     """The number of arms: an integer >= 2 (never truncated from a float)."""
@@ -37,10 +39,12 @@ class Agent:
         self.context_dim = None if context_dim is None else check_context_dim(context_dim)
         self._shape = (self.context_dim,)  # a context's shape, for the agents' fast paths
 
-    def act(self, context) -> int:
+    def act(self, context: ArrayLike) -> int:
+        """The arm to play for ``context`` (a vector ``[context_dim]``; a ``[1, context_dim]`` row is accepted)."""
         raise NotImplementedError
 
-    def update(self, context, action: int, reward: float) -> None:
+    def update(self, context: ArrayLike, action: int, reward: float) -> None:
+        """Learn from one decision: the ``context`` seen, the ``action`` played and the ``reward`` received."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ checks
@@ -83,6 +87,5 @@ class Agent:
 
 
 def make_rng(seed: int | None) -> np.random.Generator:
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
-    return np.random.default_rng(seed)
+    """numpy's generator for an agent's own draws, from a checked ``seed`` (``validation.check_seed``)."""
+    return np.random.default_rng(check_seed(seed))

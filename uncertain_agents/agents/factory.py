@@ -6,8 +6,11 @@ the protocol, and returns the agent.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import torch
 
 from ..registry import Registry, make_posterior, resolve_name
 from .base import Agent, check_context_dim, check_n_actions
@@ -78,11 +81,20 @@ AGENTS.register("thompson", "ts", "thompson-sampling")(_posterior_agent(Thompson
 AGENTS.register("greedy")(_posterior_agent(Greedy))
 
 
+def _options_dict(options) -> dict:
+    """``posterior_options``: a mapping of option names to values (or None for none)."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise TypeError(f"posterior_options must be a dict of option names to values, got {type(options).__name__}")
+    return dict(options)
+
+
 def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | None = None,
                posterior_options: dict | None = None, protocol: str | BanditProtocol = "default",
-               hidden=None, activation: str = "relu", train_every: int | None = None,
+               hidden: Sequence[int] | int | None = None, activation: str = "relu", train_every: int | None = None,
                train_steps: TrainSteps | None = None, batch_size: int | None = None,
-               initial_pulls: int | None = None, lr: float | None = None, device="cpu",
+               initial_pulls: int | None = None, lr: float | None = None, device: str | torch.device = "cpu",
                seed: int | None = None) -> Agent:
     """Build agent ``name`` (a name or alias of :data:`AGENTS`) under a bandit ``protocol``.
 
@@ -108,5 +120,5 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
                              schedule=schedule,
                              lr=proto.lr_for(method) if lr is None else lr,
                              device=device, seed=seed,
-                             posterior=posterior, posterior_options=dict(posterior_options or {}))
+                             posterior=posterior, posterior_options=_options_dict(posterior_options))
     return AGENTS.get(key)(settings)

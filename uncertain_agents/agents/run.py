@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import numbers
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pandas as pd
 
+if TYPE_CHECKING:  # pragma: no cover
+    import gymnasium as gym
+
+    from .base import Agent
+
 COLUMNS = ["step", "action", "reward", "optimal_expected_reward", "regret", "cumulative_regret"]
 
 
-def run_bandit(env, agent, *, steps: int, seed: int | None,
+def run_bandit(env: "gym.Env", agent: "Agent", *, steps: int, seed: int | None,
                progress: Callable[[int], None] | None = None, progress_every: int = 100) -> pd.DataFrame:
     """Run ``agent`` on ``env`` for ``steps`` decisions.
 
@@ -35,6 +40,8 @@ def run_bandit(env, agent, *, steps: int, seed: int | None,
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)):
         raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    if isinstance(progress_every, bool) or not isinstance(progress_every, numbers.Integral) or progress_every <= 0:
+        raise ValueError(f"progress_every must be a positive integer, got {progress_every!r}")
     for method in ("act", "update"):
         if not callable(getattr(agent, method, None)):
             raise TypeError(f"agent must have an {method}() method, got {type(agent).__name__}")

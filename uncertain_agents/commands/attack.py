@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .common import seed_arg
+
 REPORT_EPSILONS = (0.0, 0.1, 0.2, 0.3)
 REPORT_STEPS = (0, 10, 20, 40)
 HEADERS = {"accuracy": "acc", "mean_entropy": "entropy", "auroc_entropy": "AUROC(H)",
@@ -40,7 +42,7 @@ def register(sub) -> None:
     p.add_argument("--step", type=float, default=0.01, help="I-FGSM step size")
     p.add_argument("--steps", type=int, default=40, help="I-FGSM steps")
     p.add_argument("--target", type=int, default=0, help="I-FGSM target class")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
     p.add_argument("--threads", type=int, default=None,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..agents.protocols import PROTOCOLS, get_protocol
 from ..options import parse_key_value
+from .common import seed_arg
 
 
 def _csv_list(text: str) -> list[str]:
@@ -44,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--delta", type=float, default=0.95, help="wheel exploration parameter δ (default 0.95)")
     p.add_argument("--steps", type=int, default=2000, help="decisions per run (default 2000)")
     p.add_argument("--trials", type=int, default=3, help="independent trials (default 3)")
-    p.add_argument("--seed", type=int, default=0, help="seed of trial 0; trial i uses seed + i")
+    p.add_argument("--seed", type=seed_arg, default=0, help="seed of trial 0; trial i uses seed + i")
     p.add_argument("--out", type=Path, default=None, help="run folder (default runs/bandit-ENV)")
     p.add_argument("--protocol", default="default", choices=sorted(PROTOCOLS),
                    help="named settings (network, refit schedule, posterior options): default, "

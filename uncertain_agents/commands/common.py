@@ -1,9 +1,23 @@
 """Checks shared by the sub-commands, run before any work starts."""
 from __future__ import annotations
 
+import argparse
 import re
 
 from ..runs import available_cores
+from ..validation import MAX_SEED
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of ``--seed``: a whole number in ``[0, 2**63 - 1]`` (as ``validation.check_seed``),
+    refused while the arguments are parsed, before any work."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in [0, 2**63 - 1], got {value}")
+    return value
 
 
 def check_threads(value: int | None, *, default: int | None = None, name: str = "--threads") -> tuple[int, str | None]:

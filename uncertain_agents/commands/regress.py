@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..options import parse_key_value
+from .common import seed_arg
 
 
 def register(sub) -> None:
@@ -29,7 +30,7 @@ def register(sub) -> None:
                    help="any other method option, e.g. --option prior_std=1.0 (repeatable)")
     p.add_argument("--splits", type=int, default=None, help="use only the first N splits")
     p.add_argument("--n-samples", type=int, default=100, help="posterior samples for prediction")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default=None, help="data folder (default: $UNCERTAIN_AGENTS_DATA)")
     p.add_argument("--out", default=None, help="run folder (default: runs/regress-<dataset>-<posterior>)")

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import ClassVar
 
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -27,7 +27,7 @@ from ..function_sample import FunctionSample
 from ..likelihoods import make_likelihood
 from ..network import MLPSpec
 from ..predictive import Predictive
-from ..validation import check_inputs, check_positive_float, check_positive_int
+from ..validation import ArrayLike, check_inputs, check_positive_float, check_positive_int, check_seed
 from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
@@ -105,12 +105,11 @@ class Posterior(TrainingUnits, nn.Module):
                  noise_std: float | None = None, init_noise_std: float = 0.5,
                  standardize: bool = True, optimizer: str = "adam", lr_decay: float = 0.0):
         super().__init__()
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        seed = check_seed(seed)
         if not isinstance(standardize, bool):
             raise TypeError(f"standardize must be True or False, got {standardize!r}")
         self.spec = spec
-        self.seed = None if seed is None else int(seed)
+        self.seed = seed
         self.standardize = standardize
         self.optimizer = check_optimizer(optimizer)
         self.lr_decay = check_lr_decay(lr_decay)
@@ -266,7 +265,8 @@ class Posterior(TrainingUnits, nn.Module):
         raise NotImplementedError(f"{self.name} cannot change option {key!r} after construction")
 
     # ------------------------------------------------------------------- fit
-    def fit(self, x, y, mask=None, *, steps: int, batch_size: int = 32, lr: float | None = None,
+    def fit(self, x: ArrayLike, y: ArrayLike, mask: ArrayLike | None = None, *, steps: int, batch_size: int = 32,
+            lr: float | None = None,
             progress: bool = False, cuda_graph: bool | None = None) -> FitResult:
         """Train (warm-started from the current state) for ``steps`` optimiser steps.
 
@@ -329,7 +329,7 @@ class Posterior(TrainingUnits, nn.Module):
                               None if noise is None else noise.detach(), index=index)
 
     @torch.no_grad()
-    def predict(self, x, *, n_samples: int = 100, generator: torch.Generator | None = None,
+    def predict(self, x: ArrayLike, *, n_samples: int = 100, generator: torch.Generator | None = None,
                 max_elements: int = 2**24) -> Predictive:
         """Monte-Carlo predictive at ``x[B, in_dim]`` over ``n_samples`` functions.
 
@@ -345,7 +345,7 @@ class Posterior(TrainingUnits, nn.Module):
         return Predictive(f, self.kind, noise_var)
 
     # ------------------------------------------------------------- save/load
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """Write config (JSON) and tensors; restore with :func:`uncertain_agents.load_posterior`."""
         write_payload(path, {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
                              "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}})

@@ -69,19 +69,28 @@ class TrainingUnits:
         """
         if not self.standardize or self.units_are_fixed:
             return False
-        self.units_fixed.fill_(True)
-        self.x_loc.copy_(x.mean(0))
-        self.x_scale.copy_(safe_scale(x.std(0, unbiased=False)))
+        x_loc, x_scale = x.mean(0), safe_scale(x.std(0, unbiased=False))
+        _check_statistics("x", x_loc, x_scale)
         if self.kind == "categorical":
+            self._set_units_from_data(x_loc, x_scale)
             return True
         w = torch.ones_like(y) if mask is None else mask.to(y.dtype)
         count = w.sum(0).clamp_min(1.0)
         loc = (w * y).sum(0) / count
         var = (w * (y - loc).square()).sum(0) / count
         scale = torch.where(count > 1, safe_scale(var.sqrt()), torch.ones_like(var))
-        self.y_loc.copy_(loc)
-        self.y_scale.copy_(scale)
+        _check_statistics("y", loc, scale)
+        self._set_units_from_data(x_loc, x_scale, loc, scale)
         return True
+
+    def _set_units_from_data(self, x_loc: Tensor, x_scale: Tensor, y_loc: Tensor | None = None,
+                             y_scale: Tensor | None = None) -> None:
+        self.units_fixed.fill_(True)
+        self.x_loc.copy_(x_loc)
+        self.x_scale.copy_(x_scale)
+        if y_loc is not None:
+            self.y_loc.copy_(y_loc)
+            self.y_scale.copy_(y_scale)
 
     def to_train_units(self, x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         """``x[N, in_dim]``, ``y`` in original units -> training units (labels unchanged).
@@ -93,6 +102,15 @@ class TrainingUnits:
         if self.kind == "categorical" or _identity(self.y_loc, self.y_scale):
             return xs, y
         return xs, (y - self.y_loc) / self.y_scale
+
+
+def _check_statistics(name: str, loc: Tensor, scale: Tensor) -> None:
+    """Refuse standardisation statistics that overflowed (finite data whose spread exceeds float32's range,
+    e.g. values near 1e19, whose squares are infinite): training would run on NaN units."""
+    if not (bool(torch.isfinite(loc).all()) and bool(torch.isfinite(scale).all())):
+        raise ValueError(f"{name}'s mean or spread overflows float32 (values up to "
+                         f"{float(loc.abs().max()):.3g} ± {float(scale.max()):.3g}); rescale {name} "
+                         f"(e.g. divide it by a constant) or fix the units with set_units(...)")
 
 
 def _identity(loc: Tensor, scale: Tensor) -> bool:
