@@ -422,6 +422,7 @@ def cli_bandit(c: Catalogue, f: Files) -> None:
     c.cli("--device tpu", bandit("--device", "tpu"), "--device")
     c.cli("--threads 0", bandit("--threads", "0"), "--threads")
     c.cli("--seed x", bandit("--seed", "x"), "--seed")
+    c.cli("--seed -5", bandit("--seed", "-5"), "--seed")
     c.cli("mushroom, --no-download, empty folder",
           ["bandit", "mushroom", "--no-download", "--data-dir", str(f.empty), "--out", f.out(), "--steps", "5",
            "--trials", "1", "--agent", "uniform"], "agaricus-lepiota.data")
@@ -562,6 +563,8 @@ def posteriors(c: Catalogue, f: Files) -> None:
     c.api("device cuda:9", make(device="cuda:9"), "cuda", "device")
     c.api("seed 'x'", make(seed="x"), "seed")
     c.api("seed 1.5", make(seed=1.5), "seed")
+    c.api("seed -1", make(seed=-1), "seed")
+    c.api("seed 2**64 - 1", make(seed=2**64 - 1), "seed")
     c.api("bb-alpha alpha inf", make("bb-alpha", alpha=float("inf")), "alpha")
     c.api("bb-alpha alpha 'x'", make("bb-alpha", alpha="x"), "alpha")
     c.api("mfvi train_samples 0", make("mfvi", train_samples=0), "train_samples")
@@ -652,6 +655,19 @@ def fit_predict_sample(c: Catalogue, f: Files) -> None:
     c.api("function sample: fs(x) wrong width", lambda: fs(torch.rand(3, 4)), "x")
     c.api("function sample: fs(x) NaN", lambda: fs(nan_x), "x")
     c.api("save: to a folder path", lambda: post.save(f.empty), "empty")
+    from uncertain_agents import metrics
+    pred = post.predict(x, n_samples=4)
+    c.api("metrics: rmse with y of another length", lambda: metrics.rmse(pred, torch.zeros(3)), "y")
+    c.api("fit: y spread overflowing float32", lambda: ua.make_posterior("mfvi", in_dim=2, out_dim=1, seed=0).fit(
+        x, torch.linspace(-1e19, 1e19, x.shape[0]).unsqueeze(1), steps=1), "y")
+    classifier = ua.make_posterior("map", in_dim=2, out_dim=3, hidden=(4,), likelihood="categorical", seed=0)
+    probs = classifier.predict(x, n_samples=2)
+    c.api("metrics: accuracy with too few labels", lambda: metrics.accuracy(probs, torch.zeros(3, dtype=torch.long)),
+          "y")
+    c.api("metrics: log_prob with a label out of range", lambda: probs.log_prob(torch.full((x.shape[0],), 7)), "y")
+    c.api("metrics: ECE n_bins 2.5", lambda: metrics.expected_calibration_error(probs, torch.zeros(x.shape[0]),
+                                                                               n_bins=2.5), "n_bins")
+    c.api("Predictive: noise_var 0", lambda: ua.Predictive(torch.zeros(2, 3, 1), "gaussian", 0.0), "noise_var")
 
 
 def load_files(c: Catalogue, f: Files) -> None:
@@ -847,6 +863,8 @@ def agent_cases(c: Catalogue, f: Files) -> None:
     c.api("Uniform n_actions 1", lambda: Uniform(1), "n_actions")
     c.api("Uniform n_actions 2.7", lambda: Uniform(2.7), "n_actions")
     c.api("Uniform seed 'x'", lambda: Uniform(2, seed="x"), "seed")
+    c.api("Uniform seed -1", lambda: Uniform(2, seed=-1), "seed")
+    c.api("make_agent posterior_options 5", make(posterior="mfvi", posterior_options=5), "posterior_options")
     c.api("LinearThompson context_dim 0", lambda: LinearThompson(0, 2), "context_dim")
     c.api("LinearThompson a0 -1", lambda: LinearThompson(2, 2, a0=-1.0), "a0")
     c.api("NeuralLinear hidden ()", lambda: NeuralLinear(2, 2, hidden=()), "hidden")
