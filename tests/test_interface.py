@@ -164,7 +164,11 @@ def test_divergence_raises_clear_error(regression_data):
     x, y = regression_data
     post = make("mfvi")
     with pytest.raises(ua.TrainingDivergedError, match="lr"):
-        post.fit(x, y * 1e30, steps=50, lr=1e6)
+        post.fit(x, y, steps=50, lr=1e6)
+    # targets whose spread overflows float32 are refused before training, naming y (they used to end
+    # in the same divergence error, blaming the learning rate)
+    with pytest.raises(ValueError, match="y's mean or spread overflows"):
+        make("mfvi").fit(x, y * 1e30, steps=50, lr=1e6)
 
 
 @pytest.mark.parametrize("name", ["mfvi", "refined-vi"])

@@ -162,7 +162,7 @@ def test_lockstep_runner_plays_thompson_sampling_in_every_trial():
         assert np.allclose(frame["cumulative_regret"], np.cumsum(frame["regret"]))
     # the environments follow their own seeds: trial r's contexts are those of run_bandit with seed r
     assert not frames[0]["optimal_expected_reward"].equals(frames[1]["optimal_expected_reward"])
-    with pytest.raises(ValueError, match="one environment and one seed per trial"):
+    with pytest.raises(ValueError, match="envs and seeds must each have one entry per trial"):
         run_bandit_trials(envs[:2], post, steps=5, seeds=[0, 1])
 
 
