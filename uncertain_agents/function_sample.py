@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from .network import MLPSpec
-from .validation import check_inputs
+from .validation import ArrayLike, check_inputs
 
 
 class FunctionSample:
@@ -66,6 +66,7 @@ class FunctionSample:
 
     @property
     def device(self) -> torch.device:
+        """The device the sampled weights live on."""
         return self.distinct_params.device
 
     def _batched(self, fn):
@@ -143,7 +144,8 @@ class FunctionSample:
                              f"(valid: {-n}..{n - 1})")
         return (t % n).to(self.device)
 
-    def standardize(self, x) -> Tensor:
+    def standardize(self, x: ArrayLike) -> Tensor:
+        """``x[B, in_dim]`` in original units -> the network's input units (checked; on the samples' device)."""
         x = check_inputs(x, self.spec.in_dim, device=self.device)
         return (x.to(self.distinct_params.dtype) - self.x_loc) / self.x_scale
 
@@ -158,7 +160,8 @@ class FunctionSample:
         xs = self.standardize(x)
         return self._batched(lambda params: self.spec.forward(params, xs, return_features=True)[1])
 
-    def to(self, device) -> "FunctionSample":
+    def to(self, device: str | torch.device) -> "FunctionSample":
+        """The same functions with every tensor on ``device``."""
         mv = lambda t: None if t is None else t.to(device)
         return FunctionSample(self.distinct_params.to(device), self.spec, mv(self.x_loc), mv(self.x_scale),
                               mv(self.y_loc), mv(self.y_scale), mv(self.distinct_noise_std), index=mv(self.index))

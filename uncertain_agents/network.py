@@ -100,6 +100,7 @@ class MLPSpec:
     # ------------------------------------------------------------------ layout
     @property
     def widths(self) -> tuple[int, ...]:
+        """Layer widths from input to output, ``(in_dim, *hidden, out_dim)``."""
         return (self.in_dim, *self.hidden, self.out_dim)
 
     @property
@@ -269,6 +270,7 @@ class MLPSpec:
         return (2.0 * u - 1.0) * bound * self.weight_mask().to(device=device, dtype=dtype)
 
     def to_config(self) -> dict:
+        """The architecture as a JSON-ready dict (``MLPSpec(**config)`` rebuilds it)."""
         return {"in_dim": self.in_dim, "out_dim": self.out_dim,
                 "hidden": list(self.hidden), "activation": self.activation}
 

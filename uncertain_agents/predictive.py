@@ -49,6 +49,7 @@ class Predictive:
 
     @property
     def n_samples(self) -> int:
+        """``S``, the number of sampled functions."""
         return self.samples.shape[0]
 
     # ------------------------------------------------------------ moments
@@ -80,6 +81,7 @@ class Predictive:
 
     @property
     def stddev(self) -> Tensor:
+        """``[B, out]``: square root of :attr:`variance`."""
         return self.variance.sqrt()
 
     # ------------------------------------------------------- classification

@@ -185,6 +185,7 @@ class Posterior(TrainingUnits, nn.Module):
     # -------------------------------------------------------------- helpers
     @property
     def device(self) -> torch.device:
+        """The device the posterior's parameters and buffers live on."""
         return self.prior_std.device
 
     def generator(self, device=None) -> torch.Generator:
@@ -375,4 +376,5 @@ class Posterior(TrainingUnits, nn.Module):
         self.load_state_dict({**{k: own[k] for k in own.keys() - state.keys()}, **state}, strict=True)
 
     def extra_repr(self) -> str:
+        """The method, architecture and likelihood, for ``repr``."""
         return f"name={self.name!r}, spec={self.spec}, likelihood={self.kind!r}"

@@ -112,6 +112,7 @@ class FitResult:
 
     @property
     def final_loss(self) -> float:
+        """The main loss of the last step recorded."""
         return float(self.losses[-1])
 
     def summary(self) -> dict[str, float]:
