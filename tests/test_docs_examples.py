@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 #: Pages with Python examples; a page that gains one must be listed here (checked below).
-PAGES = ["aadm", "attacks", "bandits", "dropout_alpha", "fsvgd", "grid", "refined_vi"]
+PAGES = ["aadm", "attacks", "bandits", "dropout_alpha", "fsvgd", "grid", "posteriors", "refined_vi"]
 
 
 def python_blocks(page: str) -> list[str]:
@@ -68,6 +68,19 @@ def test_aadm_example(run_page):
     assert ns["pred"].mean.shape[0] == 16 and bool(torch.isfinite(ns["pred"].mean).all())
 
 
+def test_posteriors_example_adds_a_method_that_keeps_the_contract(run_page):
+    try:
+        ns = run_page("posteriors")
+        assert "perturbed-map" in ns["ua"].available_posteriors()
+        assert type(ns["post"]).__name__ == "PerturbedMAP" and ns["post"].scale == 0.02
+        assert ns["pred"].mean.shape == (16, 1) and bool(torch.isfinite(ns["pred"].mean).all())
+        assert bool((ns["pred"].variance > 0).all())
+    finally:
+        import uncertain_agents as ua
+        if "perturbed-map" in ua.available_posteriors():
+            ua.unregister_posterior("perturbed-map")
+
+
 def test_dropout_alpha_example(run_page):
     ns = run_page("dropout_alpha")
     assert ns["pred"].mean.shape[0] == 16 and bool(torch.isfinite(ns["pred"].mean).all())
@@ -100,6 +113,10 @@ def test_attacks_example(run_page, tmp_path):
 
 @pytest.mark.data
 def test_grid_example(run_page, tmp_path):
+    from uncertain_agents.datasets import data_dir
+
+    if not (data_dir() / "uci" / "bostonHousing" / "data.txt").is_file():
+        pytest.skip("the smoke grid reads Boston from the real data folder ($UNCERTAIN_AGENTS_DATA)")
     (tmp_path / "experiments" / "specs").mkdir(parents=True)
     shutil.copy(ROOT / "experiments" / "specs" / "smoke.toml", tmp_path / "experiments" / "specs")
     ns = run_page("grid")

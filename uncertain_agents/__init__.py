@@ -10,12 +10,15 @@ from .likelihoods import Categorical, Gaussian
 from .network import MLPSpec
 from .posteriors import FitResult, Posterior, TrainingDivergedError
 from .predictive import Predictive
-from .registry import available_posteriors, load_posterior, make_posterior
+from .registry import (available_posteriors, load_posterior, make_posterior, register_posterior,
+                       unregister_posterior)
+from .checks import PosteriorCheckError, check_posterior
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Categorical", "FitResult", "FunctionSample", "Gaussian", "MLPSpec", "Posterior",
-    "Predictive", "TrainingDivergedError", "available_posteriors", "load_posterior",
-    "make_posterior", "__version__",
+    "PosteriorCheckError", "Predictive", "TrainingDivergedError", "available_posteriors",
+    "check_posterior", "load_posterior", "make_posterior", "register_posterior",
+    "unregister_posterior", "__version__",
 ]

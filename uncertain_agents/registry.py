@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from importlib import metadata
 import json
 import os
 import pkgutil
@@ -72,6 +73,15 @@ class Registry(Generic[T]):
 
         return add
 
+    def unregister(self, name: str) -> T:
+        """Remove ``name`` (or the name an alias of it stands for) with all its aliases; returns the
+        object. Lets a notebook re-run a cell that registers, and a test clean up after itself.
+        Raises ``ValueError`` (listing the valid names) for an unknown name."""
+        key = self.resolve(name)
+        for alias in [alias for alias, target in self._aliases.items() if target == key]:
+            del self._aliases[alias]
+        return self._items.pop(key)
+
     def resolve(self, name: str) -> str:
         """The registered name for ``name`` or one of its aliases.
 
@@ -127,21 +137,55 @@ class Registry(Generic[T]):
 
     def _ensure_loaded(self) -> None:
         if self._load is not None:
-            self._load()
-            self._load = None
+            load, self._load = self._load, None  # cleared first: what it imports may look names up
+            try:
+                load()
+            except BaseException:
+                self._load = load  # a failed load (a broken plugin) is tried, and reported, again
+                raise
+
+
+#: Entry-point group through which an installed package adds posteriors: each entry point names
+#: a module whose import registers them (``@register_posterior``), e.g. in that package's
+#: ``pyproject.toml``: ``[project.entry-points."uncertain_agents.posteriors"]`` /
+#: ``my-method = "my_package.my_posterior"``. The CLI and worker processes then know the method too.
+PLUGIN_GROUP = "uncertain_agents.posteriors"
 
 
 def _import_posteriors() -> None:
-    """Import every module of ``uncertain_agents.posteriors`` so that they register."""
+    """Import every module of ``uncertain_agents.posteriors`` so that they register, then the
+    modules that installed packages name under :data:`PLUGIN_GROUP`."""
     package = importlib.import_module("uncertain_agents.posteriors")
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"uncertain_agents.posteriors.{info.name}")
+    import_posterior_plugins()
+
+
+def import_posterior_plugins() -> list[str]:
+    """Import the modules named under the entry-point group :data:`PLUGIN_GROUP`; returns their
+    entry-point names. Raises ``ImportError`` naming the plugin whose module fails to import."""
+    loaded = []
+    for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        try:
+            entry.load()
+        except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is reported as one
+            raise ImportError(f"posterior plugin {entry.name!r} ({entry.value}, entry-point group "
+                              f"{PLUGIN_GROUP!r}) failed to import: {type(err).__name__}: {err}") from err
+        loaded.append(entry.name)
+    return loaded
 
 
 POSTERIORS: Registry[type] = Registry("posterior", load=_import_posteriors)
 """Posterior classes by name; a method registers with ``@register("name", "alias", ...)``."""
 
 register = POSTERIORS.register
+register_posterior = POSTERIORS.register
+"""Public: ``@register_posterior("name", "alias")`` adds a :class:`~.posteriors.Posterior` subclass to the
+registry, so that ``make_posterior``, ``load_posterior`` and the agents know it in this process (an
+installed package's entry point under :data:`PLUGIN_GROUP` makes it known to the CLI and worker
+processes too; docs/posteriors.md, "Adding a method"). Check it with
+:func:`~uncertain_agents.check_posterior`."""
+unregister_posterior = POSTERIORS.unregister
 resolve_name = POSTERIORS.resolve
 posterior_class = POSTERIORS.get
 

@@ -1,0 +1,163 @@
+"""``check_posterior``: every built-in method passes it, and it catches the defects it names."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import uncertain_agents as ua
+from uncertain_agents.posteriors.mfvi import MeanFieldVI
+from uncertain_agents.posteriors.point_estimates import PointEstimates
+
+NAMES = ua.available_posteriors()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_posterior_keeps_the_contract(name):
+    assert ua.check_posterior(name) is None
+
+
+def test_an_alias_and_method_options_are_accepted():
+    ua.check_posterior("bbb", likelihoods=("gaussian",))
+    ua.check_posterior("ensemble", likelihoods=("categorical",), n_members=3)
+
+
+def test_unknown_names_and_jobs_are_refused():
+    with pytest.raises(ValueError, match="valid names"):
+        ua.check_posterior("no-such-method")
+    with pytest.raises(ValueError, match="likelihoods"):
+        ua.check_posterior("mfvi", likelihoods=("poisson",))
+    with pytest.raises(ValueError, match="likelihoods"):
+        ua.check_posterior("mfvi", likelihoods=())
+
+
+# ------------------------------------------------------------------ defects it must catch
+class IgnoresTheGenerator(MeanFieldVI):
+    """Draws from torch's global generator instead of the one it is given."""
+    name = "test-ignores-generator"
+
+    def _sample(self, n, generator):
+        own = torch.Generator(device=self.device).manual_seed(int(torch.randint(2**31, ())))
+        return super()._sample(n, own)
+
+
+class OneFunctionTooMany(MeanFieldVI):
+    name = "test-one-too-many"
+
+    def _sample(self, n, generator):
+        return super()._sample(n + 1, generator)
+
+
+class RestandardisesOnEveryFit(MeanFieldVI):
+    """The bug the plug-in issue found: units recomputed from the data of every refit."""
+    name = "test-restandardises"
+
+    def fit(self, x, y, mask=None, **kwargs):
+        self.units_fixed.fill_(False)
+        return super().fit(x, y, mask, **kwargs)
+
+
+class KeepsStateOutsideItsBuffers(PointEstimates):
+    """Learns an output offset into a plain attribute, which ``save`` does not write."""
+    name = "test-state-outside-buffers"
+    default_members = 1
+
+    def fit(self, x, y, mask=None, **kwargs):
+        result = super().fit(x, y, mask, **kwargs)
+        self.offset = 0.1 * torch.randn(self.members.shape[1], generator=self._init_generator)
+        return result
+
+    def _sample_indexed(self, n, generator):
+        functions, log_noise, index = super()._sample_indexed(n, generator)
+        offset = getattr(self, "offset", None)
+        return (functions if offset is None else functions + offset), log_noise, index
+
+
+class AcceptsZeroSamples(MeanFieldVI):
+    name = "test-accepts-zero"
+
+    def sample(self, n, *, generator=None):
+        return super().sample(max(int(n), 1), generator=generator)
+
+
+DEFECTS = [
+    (IgnoresTheGenerator, "same generator seed draws the same functions"),
+    (OneFunctionTooMany, r"sample\(5\)\(x\) is \[5, rows, out\]"),
+    (RestandardisesOnEveryFit, "refit keeps the units of the first fit"),
+    (KeepsStateOutsideItsBuffers, "saved and reloaded posterior draws the same functions"),
+    (AcceptsZeroSamples, r"bad input raises ValueError \(sample\(0\) raised nothing\)"),
+]
+
+
+@pytest.mark.parametrize("cls,rule", DEFECTS, ids=[cls.name for cls, _ in DEFECTS])
+def test_a_broken_posterior_is_caught_by_the_rule_it_breaks(cls, rule):
+    ua.register_posterior(cls.name)(cls)
+    try:
+        with pytest.raises(ua.PosteriorCheckError, match=rule) as err:
+            ua.check_posterior(cls.name, likelihoods=("gaussian",))
+        assert repr(cls.name) in str(err.value)
+    finally:
+        ua.unregister_posterior(cls.name)
+    assert cls.name not in ua.available_posteriors()
+
+
+def test_unregister_removes_a_name_with_its_aliases_and_frees_them():
+    ua.register_posterior("test-temporary", "test-temp-alias")(OneFunctionTooMany)
+    assert "test-temporary" in ua.available_posteriors(include_aliases=True)
+    assert ua.unregister_posterior("test-temp-alias") is OneFunctionTooMany
+    names = ua.available_posteriors(include_aliases=True)
+    assert "test-temporary" not in names and "test-temp-alias" not in names
+    ua.register_posterior("test-temporary")(OneFunctionTooMany)  # free again
+    ua.unregister_posterior("test-temporary")
+    with pytest.raises(ValueError, match="valid names"):
+        ua.unregister_posterior("test-temporary")
+
+
+# ------------------------------------------------------------------ plugins (entry points)
+def _fake_entry_points(monkeypatch, value):
+    from importlib import metadata
+
+    from uncertain_agents import registry
+
+    entry = metadata.EntryPoint(name="my-plugin", value=value, group=registry.PLUGIN_GROUP)
+
+    def entry_points(*, group):
+        return [entry] if group == registry.PLUGIN_GROUP else []
+
+    monkeypatch.setattr(registry.metadata, "entry_points", entry_points)
+    return registry
+
+
+def test_an_installed_packages_entry_point_registers_its_posterior(monkeypatch):
+    import sys
+
+    registry = _fake_entry_points(monkeypatch, "plugin_posterior")
+    try:
+        assert registry.import_posterior_plugins() == ["my-plugin"]
+        assert "test-plugin-posterior" in ua.available_posteriors()
+        ua.check_posterior("test-plugin-posterior", likelihoods=("gaussian",))
+    finally:
+        if "test-plugin-posterior" in ua.available_posteriors():
+            ua.unregister_posterior("test-plugin-posterior")
+        sys.modules.pop("plugin_posterior", None)
+
+
+def test_a_broken_plugin_is_named_in_the_error(monkeypatch):
+    registry = _fake_entry_points(monkeypatch, "no_such_module_for_uncertain_agents")
+    with pytest.raises(ImportError, match="posterior plugin 'my-plugin'.*no_such_module_for_uncertain_agents"):
+        registry.import_posterior_plugins()
+
+
+def test_a_failed_registry_load_is_tried_again():
+    calls = []
+
+    def load():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ImportError("first try fails")
+
+    reg = ua.registry.Registry("thing", load=load)
+    with pytest.raises(ImportError, match="first try"):
+        reg.names()
+    assert reg.names() == [] and len(calls) == 2
+    reg.names()
+    assert len(calls) == 2
