@@ -161,3 +161,21 @@ def test_a_failed_registry_load_is_tried_again():
     assert reg.names() == [] and len(calls) == 2
     reg.names()
     assert len(calls) == 2
+
+
+# ------------------------------------------------------------------ the command line
+def test_the_check_command_reports_every_rule_kept_and_the_broken_one(capsys):
+    from uncertain_agents.cli import main
+
+    assert main(["check", "map", "vi", "mfvi", "--likelihood", "gaussian"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("keeps every rule") == 2  # an alias and its name are checked once
+    ua.register_posterior(RestandardisesOnEveryFit.name)(RestandardisesOnEveryFit)
+    try:
+        assert main(["check", "map", RestandardisesOnEveryFit.name, "--likelihood", "gaussian"]) == 1
+    finally:
+        ua.unregister_posterior(RestandardisesOnEveryFit.name)
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())  # the table may wrap a cell's text
+    assert "keeps every rule" in out and "units of the first fit" in out
+    assert main(["check", "ensemble", "--option", "n_members=0"]) == 2
+    assert "n_members must be a positive integer" in capsys.readouterr().err

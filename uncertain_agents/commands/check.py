@@ -1,0 +1,46 @@
+"""``uncertain-agents check``: put posteriors through the sampler interface's rules (``check_posterior``)."""
+from __future__ import annotations
+
+from ..options import parse_key_value
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="check that posteriors keep the sampler interface's rules",
+                       description="Run uncertain_agents.check_posterior on each named posterior (default: every "
+                                   "registered one, plugins included) and print which rule, if any, it breaks. "
+                                   "Exit code 1 if one breaks a rule.")
+    p.add_argument("names", nargs="*", metavar="NAME", help="posterior names (default: all registered)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="method option passed to every named posterior, e.g. --option n_members=3 (repeatable)")
+    p.add_argument("--likelihood", choices=("gaussian", "categorical", "both"), default="both",
+                   help="the job(s) to check in: regression, classification or both (default)")
+    p.add_argument("--device", default="cpu")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..checks import PosteriorCheckError, check_posterior
+    from ..registry import POSTERIORS
+    from .common import check_device
+
+    device = check_device(args.device)
+    options = dict(parse_key_value(text) for text in args.option)
+    names = list(dict.fromkeys(POSTERIORS.resolve(name) for name in args.names)) or POSTERIORS.names()
+    likelihoods = ("gaussian", "categorical") if args.likelihood == "both" else (args.likelihood,)
+    table = Table(title=f"check_posterior ({', '.join(likelihoods)}; {device})")
+    table.add_column("posterior")
+    table.add_column("result")
+    broken = 0
+    for name in names:
+        try:
+            check_posterior(name, device=device, likelihoods=likelihoods, **options)
+        except PosteriorCheckError as err:
+            broken += 1
+            table.add_row(name, f"[red]{err}[/red]")
+        else:
+            table.add_row(name, "[green]keeps every rule[/green]")
+    Console().print(table)
+    return 1 if broken else 0
