@@ -79,7 +79,18 @@ class AcceptsZeroSamples(MeanFieldVI):
         return super().sample(max(int(n), 1), generator=generator)
 
 
+class WrongWidth(MeanFieldVI):
+    """Draws weight vectors one entry short: the network cannot evaluate them."""
+    name = "test-wrong-width"
+
+    def _sample(self, n, generator):
+        params, noise = super()._sample(n, generator)
+        return params[:, :-1], noise
+
+
 DEFECTS = [
+    # fit already samples (its divergence check evaluates drawn functions), so that rule breaks first
+    (WrongWidth, r"fit trains on a regression problem .*\(raised ValueError: params must have shape"),
     (IgnoresTheGenerator, "same generator seed draws the same functions"),
     (OneFunctionTooMany, r"sample\(5\)\(x\) is \[5, rows, out\]"),
     (RestandardisesOnEveryFit, "refit keeps the units of the first fit"),

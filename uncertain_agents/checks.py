@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import math
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -85,37 +86,48 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
     if "gaussian" in likelihoods:
         post = build("gaussian")
         x, y, mask = data.regression()
-        result = post.fit(x, y, mask=mask, **fit_kw)
+        with _rule(key, "fit trains on a regression problem with one observed output per row"):
+            result = post.fit(x, y, mask=mask, **fit_kw)
         _check_fit_result(key, result, steps)
         _check_device(key, post, device)
-        _check_functions(key, post, x, out_dim=2, device=device)
-        _check_predictive(key, post.predict(x, n_samples=5), rows=_ROWS, out_dim=2)
-        twin = build("gaussian")
-        twin.fit(x, y, mask=mask, **fit_kw)
-        _require(torch.equal(_draws(post, x, seed=5), _draws(twin, x, seed=5)), key,
-                 "two posteriors built with the same seed and trained alike draw the same functions",
-                 "their draws with the same generator seed differ")
-        _check_refit(key, post, x, y, mask, fit_kw)
-        _check_save_load(key, post, x)
-        _check_numpy_inputs(key, build("gaussian"), data, fit_kw)
+        with _rule(key, "sample(n) draws n fixed functions of the network"):
+            _check_functions(key, post, x, out_dim=2, device=device)
+        with _rule(key, "predict(x) gives the predictive mixture at x"):
+            _check_predictive(key, post.predict(x, n_samples=5), rows=_ROWS, out_dim=2)
+        with _rule(key, "two posteriors built with the same seed and trained alike draw the same functions"):
+            twin = build("gaussian")
+            twin.fit(x, y, mask=mask, **fit_kw)
+            _require(torch.equal(_draws(post, x, seed=5), _draws(twin, x, seed=5)), key,
+                     "two posteriors built with the same seed and trained alike draw the same functions",
+                     "their draws with the same generator seed differ")
+        with _rule(key, "a warm-started refit keeps the units of the first fit"):
+            _check_refit(key, post, x, y, mask, fit_kw)
+        with _rule(key, "save / load_posterior round-trips"):
+            _check_save_load(key, post, x)
+        with _rule(key, "fit and sample accept numpy arrays like tensors"):
+            _check_numpy_inputs(key, build("gaussian"), data, fit_kw)
         _check_bad_input(key, post, x, y, fit_kw)
     if "categorical" in likelihoods:
         post = build("categorical")
         x, labels = data.classification()
-        _check_fit_result(key, post.fit(x, labels, **fit_kw), steps)
-        _check_functions(key, post, x, out_dim=_CLASSES, device=device)
-        pred = post.predict(x, n_samples=5)
-        _check_predictive(key, pred, rows=_ROWS, out_dim=_CLASSES, labels=labels)
-        probs = pred.probs
-        _require(tuple(probs.shape) == (_ROWS, _CLASSES) and
-                 torch.allclose(probs.sum(-1), torch.ones(_ROWS, device=probs.device), atol=1e-4), key,
-                 "classification probabilities are [B, classes] and sum to one",
-                 f"shape {tuple(probs.shape)}, sums from {float(probs.sum(-1).min()):.6g} to "
-                 f"{float(probs.sum(-1).max()):.6g}")
-        entropy = pred.entropy()
-        _require(bool((entropy <= math.log(_CLASSES) + 1e-4).all()), key,
-                 f"the predictive entropy is at most log(classes) = {math.log(_CLASSES):.4f}",
-                 f"largest {float(entropy.max()):.4f}")
+        with _rule(key, "fit trains on a classification problem (integer labels)"):
+            result = post.fit(x, labels, **fit_kw)
+        _check_fit_result(key, result, steps)
+        with _rule(key, "sample(n) draws n fixed functions of the network (classification)"):
+            _check_functions(key, post, x, out_dim=_CLASSES, device=device)
+        with _rule(key, "predict(x) gives the predictive mixture at x (classification)"):
+            pred = post.predict(x, n_samples=5)
+            _check_predictive(key, pred, rows=_ROWS, out_dim=_CLASSES, labels=labels)
+            probs = pred.probs
+            _require(tuple(probs.shape) == (_ROWS, _CLASSES) and
+                     torch.allclose(probs.sum(-1), torch.ones(_ROWS, device=probs.device), atol=1e-4), key,
+                     "classification probabilities are [B, classes] and sum to one",
+                     f"shape {tuple(probs.shape)}, sums from {float(probs.sum(-1).min()):.6g} to "
+                     f"{float(probs.sum(-1).max()):.6g}")
+            entropy = pred.entropy()
+            _require(bool((entropy <= math.log(_CLASSES) + 1e-4).all()), key,
+                     f"the predictive entropy is at most log(classes) = {math.log(_CLASSES):.4f}",
+                     f"largest {float(entropy.max()):.4f}")
     return None
 
 
@@ -137,6 +149,18 @@ class _Problem:
 
     def classification(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.x, (self.x[:, 0] > 0).long() + (self.x[:, 1] > 0).long()
+
+
+@contextmanager
+def _rule(name: str, rule: str) -> Iterator[None]:
+    """An error the posterior raises inside this block is reported as breaking ``rule``."""
+    try:
+        yield
+    except PosteriorCheckError:
+        raise
+    except Exception as err:  # noqa: BLE001 - whatever the method raised, the rule names where
+        raise PosteriorCheckError(f"posterior {name!r} breaks the rule: {rule} "
+                                  f"(raised {type(err).__name__}: {err})") from err
 
 
 def _require(condition: bool, name: str, rule: str, found: str) -> None:
