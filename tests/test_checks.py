@@ -16,6 +16,12 @@ def test_every_registered_posterior_keeps_the_contract(name):
     assert ua.check_posterior(name) is None
 
 
+@pytest.mark.cuda
+@pytest.mark.parametrize("name", NAMES)
+def test_every_registered_posterior_keeps_the_contract_on_cuda(name):
+    ua.check_posterior(name, device="cuda")
+
+
 def test_an_alias_and_method_options_are_accepted():
     ua.check_posterior("bbb", likelihoods=("gaussian",))
     ua.check_posterior("ensemble", likelihoods=("categorical",), n_members=3)
