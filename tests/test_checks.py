@@ -118,12 +118,13 @@ def test_a_broken_posterior_is_caught_by_the_rule_it_breaks(cls, rule):
 
 
 def test_unregister_removes_a_name_with_its_aliases_and_frees_them():
-    ua.register_posterior("test-temporary", "test-temp-alias")(OneFunctionTooMany)
+    temporary = type("Temporary", (MeanFieldVI,), {"name": "test-temporary"})
+    ua.register_posterior("test-temporary", "test-temp-alias")(temporary)
     assert "test-temporary" in ua.available_posteriors(include_aliases=True)
-    assert ua.unregister_posterior("test-temp-alias") is OneFunctionTooMany
+    assert ua.unregister_posterior("test-temp-alias") is temporary
     names = ua.available_posteriors(include_aliases=True)
     assert "test-temporary" not in names and "test-temp-alias" not in names
-    ua.register_posterior("test-temporary")(OneFunctionTooMany)  # free again
+    ua.register_posterior("test-temporary")(temporary)  # free again
     ua.unregister_posterior("test-temporary")
     with pytest.raises(ValueError, match="valid names"):
         ua.unregister_posterior("test-temporary")
@@ -196,3 +197,14 @@ def test_the_check_command_reports_every_rule_kept_and_the_broken_one(capsys):
     assert "keeps every rule" in out and "units of the first fit" in out
     assert main(["check", "ensemble", "--option", "n_members=0"]) == 2
     assert "n_members must be a positive integer" in capsys.readouterr().err
+
+
+def test_register_posterior_refuses_what_load_posterior_could_not_restore():
+    with pytest.raises(TypeError, match="expects a subclass of uncertain_agents.Posterior"):
+        ua.register_posterior("test-not-a-posterior")(dict)
+    with pytest.raises(ValueError, match="has name = 'mfvi'; set name = 'test-renamed'"):
+        ua.register_posterior("test-renamed")(type("Renamed", (MeanFieldVI,), {}))
+    with pytest.raises(ValueError, match="registered twice"):
+        ua.register_posterior("mfvi")(MeanFieldVI)
+    assert "test-not-a-posterior" not in ua.available_posteriors()
+    assert "test-renamed" not in ua.available_posteriors()

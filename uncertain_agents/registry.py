@@ -47,12 +47,15 @@ class Registry(Generic[T]):
         SHAPES.aliases("circle")              # -> ["round"]
     """
 
-    def __init__(self, kind: str, *, load: Callable[[], None] | None = None) -> None:
-        """``kind`` names what is registered in error messages ("unknown {kind} 'x'; ...")."""
+    def __init__(self, kind: str, *, load: Callable[[], None] | None = None,
+                 validate: Callable[[str, T], None] | None = None) -> None:
+        """``kind`` names what is registered in error messages ("unknown {kind} 'x'; ...");
+        ``validate(name, obj)``, if given, raises for an object that may not be registered."""
         self.kind = kind
         self._items: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
         self._load = load
+        self._validate = validate
 
     def register(self, name: str, *aliases: str) -> Callable[[T], T]:
         """Register an object under ``name`` and ``aliases``; returns a decorator that returns the object.
@@ -67,6 +70,8 @@ class Registry(Generic[T]):
                            | {key for key in keys if keys.count(key) > 1})
             if taken:
                 raise ValueError(f"{self.kind} name(s) {taken} registered twice")
+            if self._validate is not None:
+                self._validate(keys[0], obj)
             self._items[keys[0]] = obj
             self._aliases.update(dict.fromkeys(keys[1:], keys[0]))
             return obj
@@ -175,7 +180,20 @@ def import_posterior_plugins() -> list[str]:
     return loaded
 
 
-POSTERIORS: Registry[type] = Registry("posterior", load=_import_posteriors)
+def _check_posterior_class(name: str, cls: object) -> None:
+    """A registered posterior is a :class:`~.posteriors.Posterior` subclass whose ``name`` is the name
+    it is registered under (``save`` writes that name; ``load_posterior`` looks it up)."""
+    from .posteriors.base import Posterior
+
+    if not (isinstance(cls, type) and issubclass(cls, Posterior)):
+        raise TypeError(f"register_posterior({name!r}) expects a subclass of uncertain_agents.Posterior, "
+                        f"got {cls!r}")
+    if cls.name != name:
+        raise ValueError(f"register_posterior({name!r}): class {cls.__name__} has name = {cls.name!r}; set "
+                         f"name = {name!r} in the class (save() writes it and load_posterior() looks it up)")
+
+
+POSTERIORS: Registry[type] = Registry("posterior", load=_import_posteriors, validate=_check_posterior_class)
 """Posterior classes by name; a method registers with ``@register("name", "alias", ...)``."""
 
 register = POSTERIORS.register
