@@ -530,6 +530,37 @@ def cli_grid_and_list(c: Catalogue, f: Files) -> None:
     c.cli("option before command", ["--epochs", "3", "regress"], "--epochs")
 
 
+def checks_and_plugins(c: Catalogue, f: Files) -> None:
+    import uncertain_agents as ua
+    from uncertain_agents.posteriors.mfvi import MeanFieldVI
+
+    c.category = "cli check"
+    c.cli("unknown posterior", ["check", "nosuch"], "nosuch")
+    c.cli("bad option value", ["check", "ensemble", "--option", "n_members=0"], "n_members")
+    c.cli("option without =", ["check", "mfvi", "--option", "prior_std"], "--option", "prior_std")
+    c.cli("unknown option", ["check", "mfvi", "--option", "colour=1"], "colour")
+    c.cli("unknown likelihood", ["check", "mfvi", "--likelihood", "poisson"], "--likelihood")
+    c.cli("device tpu", ["check", "mfvi", "--device", "tpu"], "device")
+
+    c.category = "check_posterior / register_posterior"
+    c.api("check: unknown name", lambda: ua.check_posterior("nosuch"), "nosuch")
+    c.api("check: name is a number", lambda: ua.check_posterior(3), "name")
+    c.api("check: likelihoods a string", lambda: ua.check_posterior("mfvi", likelihoods="gaussian"), "likelihoods")
+    c.api("check: likelihoods empty", lambda: ua.check_posterior("mfvi", likelihoods=()), "likelihoods")
+    c.api("check: unknown likelihood", lambda: ua.check_posterior("mfvi", likelihoods=("poisson",)), "likelihoods")
+    c.api("check: steps 0", lambda: ua.check_posterior("mfvi", steps=0), "steps")
+    c.api("check: device tpu", lambda: ua.check_posterior("mfvi", device="tpu"), "device")
+    c.api("check: unknown option", lambda: ua.check_posterior("mfvi", colour=1), "colour")
+    c.api("register: not a class", lambda: ua.register_posterior("bad-input-a")(len), "Posterior")
+    c.api("register: not a Posterior", lambda: ua.register_posterior("bad-input-b")(dict), "Posterior")
+    c.api("register: class named otherwise", lambda: ua.register_posterior("bad-input-c")(MeanFieldVI), "name")
+    c.api("register: a taken name", lambda: ua.register_posterior("mfvi")(MeanFieldVI), "mfvi")
+    c.api("register: a taken alias", lambda: ua.register_posterior("bad-input-d", "vi")(MeanFieldVI), "vi")
+    c.api("register: name not a string", lambda: ua.register_posterior(3)(MeanFieldVI), "name")
+    c.api("register: empty name", lambda: ua.register_posterior(" ")(MeanFieldVI), "name")
+    c.api("unregister: unknown name", lambda: ua.unregister_posterior("nosuch"), "nosuch")
+
+
 def posteriors(c: Catalogue, f: Files) -> None:
     import uncertain_agents as ua
 
@@ -950,8 +981,8 @@ def attack_cases(c: Catalogue, f: Files) -> None:
     c.api("load_dataset: cifar", lambda: load_dataset("cifar"), "cifar")
 
 
-BUILDERS = (cli_regress, cli_bandit, cli_attack, cli_grid_and_list, posteriors, fit_predict_sample, load_files,
-            data_folders, environments, agent_cases, attack_cases)
+BUILDERS = (cli_regress, cli_bandit, cli_attack, cli_grid_and_list, checks_and_plugins, posteriors, fit_predict_sample,
+            load_files, data_folders, environments, agent_cases, attack_cases)
 
 
 # ------------------------------------------------------------------ report

@@ -206,5 +206,8 @@ def test_register_posterior_refuses_what_load_posterior_could_not_restore():
         ua.register_posterior("test-renamed")(type("Renamed", (MeanFieldVI,), {}))
     with pytest.raises(ValueError, match="registered twice"):
         ua.register_posterior("mfvi")(MeanFieldVI)
+    for bad in (3, " ", None):  # found by experiments/bad_input_cases.py: 3 used to raise AttributeError
+        with pytest.raises(TypeError, match="posterior name or alias must be a non-empty string"):
+            ua.register_posterior(bad)
     assert "test-not-a-posterior" not in ua.available_posteriors()
     assert "test-renamed" not in ua.available_posteriors()

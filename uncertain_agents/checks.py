@@ -39,6 +39,7 @@ from .function_sample import FunctionSample
 from .posteriors import FitResult, Posterior
 from .predictive import Predictive
 from .registry import load_posterior, make_posterior, resolve_name
+from .validation import check_device, check_positive_int
 
 LIKELIHOODS = ("gaussian", "categorical")
 _ROWS, _IN_DIM, _CLASSES = 64, 3, 3
@@ -68,10 +69,11 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
         ValueError: ``name`` is not registered, or ``likelihoods`` names an unknown job.
     """
     key = resolve_name(name)
-    unknown = sorted(set(likelihoods) - set(LIKELIHOODS))
-    if unknown or not likelihoods:
-        raise ValueError(f"likelihoods must be a non-empty subset of {list(LIKELIHOODS)}, got {likelihoods!r}")
-    device = torch.device(device)
+    if isinstance(likelihoods, str) or not isinstance(likelihoods, (tuple, list)) or not likelihoods \
+            or sorted(set(likelihoods) - set(LIKELIHOODS)):
+        raise ValueError(f"likelihoods must be a non-empty tuple of {list(LIKELIHOODS)}, got {likelihoods!r}")
+    device = check_device(device)
+    steps = check_positive_int(steps, "steps")
     data = _Problem()
 
     def build(likelihood: str, *, seed: int = 0) -> Posterior:

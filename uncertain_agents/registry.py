@@ -63,6 +63,9 @@ class Registry(Generic[T]):
         Use it as ``@registry.register("name", "alias")`` or ``registry.register("name")(obj)``.
         Raises ``ValueError`` when a name or alias is already taken.
         """
+        for key in (name, *aliases):
+            if not isinstance(key, str) or not key.strip():
+                raise TypeError(f"a {self.kind} name or alias must be a non-empty string, got {key!r}")
         keys = [self._key(key) for key in (name, *aliases)]
 
         def add(obj: T) -> T:
