@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import uncertain_agents as ua
+from uncertain_agents import FunctionSample
 from uncertain_agents.posteriors.mfvi import MeanFieldVI
 from uncertain_agents.posteriors.point_estimates import PointEstimates
 
@@ -94,7 +95,23 @@ class WrongWidth(MeanFieldVI):
         return params[:, :-1], noise
 
 
+class _DetachedSample(FunctionSample):
+    def __call__(self, x):
+        return super().__call__(x).detach()
+
+
+class CutsTheGradient(MeanFieldVI):
+    """Functions whose values are detached from x: an attack gets no gradient."""
+    name = "test-cuts-gradient"
+
+    def sample(self, n, *, generator=None):
+        fs = super().sample(n, generator=generator)
+        return _DetachedSample(fs.distinct_params, fs.spec, fs.x_loc, fs.x_scale, fs.y_loc, fs.y_scale,
+                               fs.distinct_noise_std, index=fs.index)
+
+
 DEFECTS = [
+    (CutsTheGradient, "differentiable in x .*backward raised"),
     # fit already samples (its divergence check evaluates drawn functions), so that rule breaks first
     (WrongWidth, r"fit trains on a regression problem .*\(raised ValueError: params must have shape"),
     (IgnoresTheGenerator, "same generator seed draws the same functions"),

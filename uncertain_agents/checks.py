@@ -12,8 +12,8 @@ it. The rules, each checked on a small seeded problem (64 rows, 3 features, a 1Ã
 * the first fit fixes the training units: a refit on other data keeps them;
 * ``sample(n)`` gives ``n`` *fixed* functions: ``fs(x)`` is ``[n, B, out]``, finite, on the
   posterior's device; the same input gives the same output, a row's output does not depend on
-  the other rows of the batch, ``fs[i]`` is function ``i``, and the same generator seed draws
-  the same functions;
+  the other rows of the batch, ``fs[i]`` is function ``i``, the same generator seed draws
+  the same functions, and gradients flow from ``fs(x)`` to ``x`` (the attacks need them);
 * ``predict`` gives a :class:`Predictive` with ``[B, out]`` mean and positive variance and
   finite ``[B]`` log-probabilities, entropies and mutual informations (â‰¥ 0); for
   classification, probabilities that sum to one and an entropy of at most ``log C``;
@@ -211,6 +211,15 @@ def _check_functions(name: str, post: Posterior, x: torch.Tensor, *, out_dim: in
     _require(torch.equal(_draws(post, x, seed=3), _draws(post, x, seed=3)), name,
              "sampling is reproducible: the same generator seed draws the same functions",
              "two draws with generators seeded alike differ")
+    x_grad = x.detach().clone().requires_grad_(True)
+    found = "no finite gradient reached x"
+    try:
+        with torch.enable_grad():
+            fs(x_grad).sum().backward()
+    except RuntimeError as err:  # e.g. outputs cut from the graph
+        found = f"backward raised {str(err).splitlines()[0]}"
+    _require(x_grad.grad is not None and bool(torch.isfinite(x_grad.grad).all()), name,
+             "sampled functions are differentiable in x (the attacks take gradients through them)", found)
 
 
 def _check_predictive(name: str, pred: object, *, rows: int, out_dim: int,
