@@ -12,7 +12,7 @@
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
 #     capture failure; the six groups in one process were host-bound);
-#   next: environment rmsprop_graph fsvgd_eigh refit_profile_batched table50k (now one GPU process per bandit; the
+#   next: environment checks_cuda rmsprop_graph fsvgd_eigh refit_profile_batched table50k (now one GPU process per bandit; the
 #     preset bootstrap's RMSProp steps are graphed since session 29; f-SVGD's eigen-clip on the host since session
 #     30), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
@@ -56,7 +56,9 @@ step environment 30 bash -c "nvidia-smi -L 2>/dev/null; python3 -c 'import torch
 print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name())'; nproc"
 # CUDA tests: tests/test_cuda.py (marked) and the device-parametrised interface and attack tests
 step cuda_tests 120 python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_interface.py \
-  tests/test_attacks.py -k cuda
+  tests/test_attacks.py tests/test_checks.py -k cuda
+# check_posterior on CUDA for every method (session 31; about 11 short checks)
+step checks_cuda 60 python3 -m pytest -q -p no:cacheprovider tests/test_checks.py -k cuda
 step bench 100 python3 -m uncertain_agents.cli bench --device "$DEVICE" --network bandit --rounds "$ROUNDS" \
   --steps "$STEPS" --out "$OUT/bench_cuda_bandit.json"
 step projection 90 python3 experiments/gpu_projection.py --device "$DEVICE" --rounds "$ROUNDS" --steps "$STEPS" \
