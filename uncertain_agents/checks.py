@@ -66,7 +66,9 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
     Raises:
         PosteriorCheckError: the first rule the posterior breaks, with what was expected and
             what was found (module docstring lists the rules).
-        ValueError: ``name`` is not registered, or ``likelihoods`` names an unknown job.
+        ValueError: ``name`` is not registered, ``likelihoods`` names an unknown job, or
+            ``device`` / ``steps`` / an option value is not valid.
+        TypeError: an option the method does not accept.
     """
     key = resolve_name(name)
     if isinstance(likelihoods, str) or not isinstance(likelihoods, (tuple, list)) or not likelihoods \
@@ -76,10 +78,10 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
     steps = check_positive_int(steps, "steps")
     data = _Problem()
 
-    def build(likelihood: str, *, seed: int = 0) -> Posterior:
+    def build(likelihood: str) -> Posterior:
         out_dim = _CLASSES if likelihood == "categorical" else 2
         post = make_posterior(key, in_dim=_IN_DIM, out_dim=out_dim, hidden=(8,), likelihood=likelihood,
-                              device=device, seed=seed, **options)
+                              device=device, seed=0, **options)
         _require(isinstance(post, Posterior), key, "make_posterior builds a Posterior",
                  f"got {type(post).__name__}")
         return post
