@@ -517,6 +517,16 @@ def cli_grid_and_list(c: Catalogue, f: Files) -> None:
           "--threads", "threads")
     c.cli("run: --executor slurm", ["grid", "run", "experiments/specs/smoke.toml", "--out", f.out(),
                                     "--executor", "slurm"], "--executor")
+    twins = f.file("twins.toml", 'name = "x"\nkind = "regress"\n[settings]\ndataset = "yacht"\n'
+                                 '[[methods]]\nposterior = "map"\nlabel = "m"\n'
+                                 '[[methods]]\nposterior = "mfvi"\nlabel = "m"\n')
+    c.cli("run: two methods with one label", ["grid", "run", str(twins), "--out", f.out()], "label")
+    threads_key = f.file("threads.toml", 'name = "x"\nkind = "regress"\nthreads = 7\n[settings]\n'
+                                         'dataset = "yacht"\n[[methods]]\nposterior = "map"\n')
+    c.cli("run: a threads key in the spec", ["grid", "run", str(threads_key), "--out", f.out()], "threads")
+    no_ref = f.file("noref.toml", 'name = "x"\nkind = "regress"\n[settings]\ndataset = "yacht"\n'
+                                  '[[methods]]\nposterior = "map"\n[reference]\ncsv = "no_such.csv"\n')
+    c.cli("run: reference CSV missing", ["grid", "run", str(no_ref), "--out", f.out()], "no_such.csv")
     c.cli("table: folder missing", ["grid", "table", str(f.root / "no_grid")], "no_grid")
     c.cli("table: a file", ["grid", "table", str(f.a_file)], "a_file.txt")
     c.cli("table: unknown flag", ["grid", "table", str(f.empty), "--colour"], "--colour")
@@ -924,6 +934,20 @@ def agent_cases(c: Catalogue, f: Files) -> None:
           "action", "arms", "n_actions")
     c.api("run_bandit agent with too many arms",
           lambda: run_bandit(env, Uniform(9, context_dim=2, seed=0), steps=40, seed=0), "n_actions")
+    c.api("LinearThompson a0 True", lambda: LinearThompson(2, 2, a0=True), "a0")
+    from uncertain_agents.agents.experiment import agent_specs, run_experiment
+    c.api("run_experiment trials 0", lambda: run_experiment("wheel", agent_specs(["uniform"], []), steps=5, trials=0),
+          "trials")
+    c.api("run_experiment steps 0", lambda: run_experiment("wheel", agent_specs(["uniform"], []), steps=0, trials=1),
+          "steps")
+    from uncertain_agents.agents.lockstep import run_bandit_trials
+    from uncertain_agents.posteriors.trials import make_trial_posterior
+    c.api("run_bandit_trials posterior of other context width",
+          lambda: run_bandit_trials([WheelBandit(delta=0.5)], make_trial_posterior("mfvi", trials=1, in_dim=3, out_dim=5),
+                                    steps=5, seeds=[0]), "in_dim")
+    c.api("run_bandit_trials seeds [0.9]",
+          lambda: run_bandit_trials([WheelBandit(delta=0.5)], make_trial_posterior("mfvi", trials=1, in_dim=2, out_dim=5),
+                                    steps=5, seeds=[0.9]), "seeds")
 
 
 def attack_cases(c: Catalogue, f: Files) -> None:

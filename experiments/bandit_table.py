@@ -170,12 +170,14 @@ def write_run(out: Path, runs_path: Path, row: dict, curve: pd.DataFrame) -> Non
 RUN_KEY = ["env", "protocol", "label", "trial", "steps"]
 
 
-def merge_folder(source: Path, out: Path) -> int:
+def merge_folder(source: Path, out: Path, replace: tuple[str, ...] = ()) -> int:
     """Add the finished runs of another table folder (``--merge``) to ``out``: the runs of ``source``
     whose (env, protocol, agent, trial, horizon) ``out`` lacks, with their curves and checkpoints, and
     the source's manifest entries (marked ``merged_from``). Runs that both hold are kept as ``out`` has
-    them; where their regrets differ (other code, other device) the difference is printed. Every file is
-    rewritten atomically. Returns the number of runs added."""
+    them; where their regrets differ (other code, other device) the difference is printed — except the
+    runs of the agents labelled in ``replace`` (``--replace``), which ``source``'s runs replace, with their
+    curves and progress rows (e.g. after a fix changed those agents' results). Every file is rewritten
+    atomically. Returns the number of runs added."""
     import json
 
     source_runs_path = source / "bandit_runs.csv"
@@ -187,6 +189,19 @@ def merge_folder(source: Path, out: Path) -> int:
     for frame in (source_runs, runs):
         if "protocol" not in frame:
             frame["protocol"] = "default"
+    if replace:
+        replaced = source_runs[source_runs["label"].isin(replace)][RUN_KEY].drop_duplicates()
+        if replaced.empty:
+            raise ValueError(f"--replace: {source} holds no run of {', '.join(replace)}")
+        runs = _without(runs, replaced, RUN_KEY)
+        for name in ("curves.csv", "progress.csv"):
+            if (out / name).is_file():
+                rows = pd.read_csv(out / name)
+                if "protocol" not in rows:
+                    rows["protocol"] = "default"
+                key = RUN_KEY if "steps" in rows else ["env", "protocol", "label", "trial"]
+                atomic_write_text(out / name, _without(rows, replaced[key].drop_duplicates(), key).to_csv(index=False))
+        print(f"--replace: {len(replaced)} runs of {', '.join(replace)} to be replaced from {source}", flush=True)
     kept = runs[RUN_KEY + ["cumulative_regret"]].drop_duplicates(RUN_KEY, keep="last")
     both = source_runs.merge(kept, on=RUN_KEY, how="left",
                              suffixes=("", "_kept"), indicator=True)
@@ -232,6 +247,12 @@ def merge_folder(source: Path, out: Path) -> int:
     return len(new)
 
 
+def _without(rows: pd.DataFrame, drop: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """``rows`` less those whose ``key`` columns match a row of ``drop``."""
+    marked = rows.merge(drop.assign(_drop=True), on=key, how="left")
+    return rows[marked["_drop"].isna().to_numpy()]
+
+
 def main(argv=None) -> int:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
@@ -259,6 +280,9 @@ def main(argv=None) -> int:
     p.add_argument("--merge", type=Path, action="append", default=[], metavar="FOLDER",
                    help="add the runs of another table folder (trials run elsewhere, e.g. with --first-trial) "
                         "that --out lacks, then rebuild the table; repeatable")
+    p.add_argument("--replace", default="", metavar="LABELS",
+                   help="with --merge: comma-separated agent labels (e.g. uniform,linear) whose runs the merged "
+                        "folder's replace, curves and progress with them (after a fix changed those agents)")
     p.add_argument("--page", type=Path, default=None,
                    help="also write a results page (Markdown: protocol, scale, command, ours beside the "
                         "published figures, regret plots), e.g. docs/results/fsvgd_bandits.md")
@@ -268,8 +292,11 @@ def main(argv=None) -> int:
     record_run(args.out, None if argv is None else ["experiments/bandit_table.py", *argv])  # appends commit, command line and versions to {out}/manifest.json
     runs_path = args.out / "bandit_runs.csv"
     protocol = get_protocol(args.protocol).name
+    replace = tuple(label for label in args.replace.split(",") if label)
+    if replace and not args.merge:
+        p.error("--replace goes with --merge FOLDER (the folder whose runs replace those of --out)")
     for source in args.merge:
-        merge_folder(source, args.out)
+        merge_folder(source, args.out, replace)
     if args.report_only or args.merge:
         return report(args.out, args.steps, protocol, page=args.page)
     posteriors = ua.available_posteriors() if args.posteriors == "all" else args.posteriors.split(",")

@@ -65,15 +65,55 @@ def run_boston(name: str, split: int) -> dict:
             "seconds": float(row["train_seconds"])}
 
 
-def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
-    import uncertain_agents as ua
-    from uncertain_agents.agents import ThompsonSampling, Uniform, run_bandit
+def bandit_env(env_name: str):
+    """The bandit of a job: wheel δ = 0.5 or mushroom, ``BANDIT_STEPS`` decisions."""
     from uncertain_agents.agents.experiment import make_env
 
+    if env_name == "wheel":
+        return make_env("wheel", steps=BANDIT_STEPS, delta=0.5)
+    return make_env("mushroom", steps=BANDIT_STEPS)
+
+
+def uniform_regret(env_name: str, trial: int) -> float:
+    """Uniform's cumulative regret on trial ``trial`` of a bandit job (the normaliser)."""
+    from uncertain_agents.agents import Uniform, run_bandit
+
+    e = bandit_env(env_name)
+    frame = run_bandit(e, Uniform(int(e.action_space.n), seed=trial), steps=BANDIT_STEPS, seed=trial)
+    return float(frame["cumulative_regret"].iloc[-1])
+
+
+def renormalise(out: Path) -> int:
+    """Recompute every bandit cell's Uniform regret with the current code and rewrite its
+    ``uniform_regret`` and ``normalised_regret`` (atomically), keeping the agent's own regret.
+
+    For the fix of session 32: Uniform's stream was its environment's (same seed), which
+    inflated the normaliser on mushroom; the posteriors' Thompson runs do not use that stream,
+    so their regrets stand and only the normaliser changes. Returns the number of cells rewritten."""
+    cache: dict[tuple[str, int], float] = {}
+    changed = 0
+    for path in sorted((out / "cells").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record["job"] not in ("wheel", "mushroom"):
+            continue
+        key = (record["job"], int(record["index"]))
+        if key not in cache:
+            cache[key] = uniform_regret(*key)
+        base = cache[key]
+        if record["uniform_regret"] != base:
+            record["uniform_regret_before"] = record.get("uniform_regret_before", record["uniform_regret"])
+            record["uniform_regret"], record["normalised_regret"] = base, 100.0 * record["cumulative_regret"] / base
+            atomic_write_text(path, json.dumps(record, indent=1))
+            changed += 1
+    return changed
+
+
+def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
+    import uncertain_agents as ua
+    from uncertain_agents.agents import ThompsonSampling, run_bandit
+
     def env():
-        if env_name == "wheel":
-            return make_env("wheel", steps=BANDIT_STEPS, delta=0.5)
-        return make_env("mushroom", steps=BANDIT_STEPS)
+        return bandit_env(env_name)
 
     e = env()
     n_arms, dim = int(e.action_space.n), int(e.observation_space.shape[0])
@@ -87,8 +127,7 @@ def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
         agent = ThompsonSampling(post, n_arms, seed=trial + 1)
     frame = run_bandit(e, agent, steps=BANDIT_STEPS, seed=trial)
     seconds = time.perf_counter() - t0
-    uniform = run_bandit(env(), Uniform(n_arms, seed=trial), steps=BANDIT_STEPS, seed=trial)
-    regret, base = float(frame["cumulative_regret"].iloc[-1]), float(uniform["cumulative_regret"].iloc[-1])
+    regret, base = float(frame["cumulative_regret"].iloc[-1]), uniform_regret(env_name, trial)
     out = {"cumulative_regret": regret, "uniform_regret": base, "normalised_regret": 100.0 * regret / base,
            "seconds": seconds}
     if env_name == "mushroom":  # "never eat" = the agent stopped eating for the last 1,000 decisions
@@ -240,6 +279,9 @@ def main(argv=None) -> int:
                         help="comma-separated reference agents for the bandit jobs (make_agent names; "
                              f"default {','.join(REFERENCES)}; '' for none)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--renormalise", action="store_true",
+                        help="recompute every bandit cell's Uniform normaliser with the current code (keeping the "
+                             "agents' regrets; see renormalise) before running the missing cells")
     args = parser.parse_args(argv)
 
     jobs = [j.strip() for j in args.jobs.split(",") if j.strip()]
@@ -253,6 +295,8 @@ def main(argv=None) -> int:
     from uncertain_agents.runs import record_run
 
     record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
+    if args.renormalise:
+        print(f"--renormalise: {renormalise(args.out)} bandit cells given the current Uniform normaliser", flush=True)
     todo = []
     for job in jobs:
         indices = splits if job == "boston" else (range(args.seeds) if job == "digits" else range(args.trials))

@@ -294,7 +294,48 @@ def test_uniform_plays_arms_uniformly():
     assert np.all(np.abs(counts - 2000) < 4 * np.sqrt(8000 * 0.25 * 0.75))
 
 
+def test_agent_streams_are_independent_of_an_environment_seeded_alike():
+    """``make_agent(..., seed=s)`` and ``env.reset(seed=s)`` is how every trial is seeded; gymnasium
+    seeds ``np_random`` with ``SeedSequence(s)``, so an agent on ``default_rng(s)`` drew the very
+    bits of its environment (Uniform's first 256 mushroom decisions ate exactly the mushrooms of the
+    data file's poisonous half). The agents' numpy streams come from another spawn key."""
+    from gymnasium.utils.seeding import np_random
+
+    from uncertain_agents.agents.base import make_rng
+    for s in (0, 1, 7, 2**40):
+        env_bits = np_random(s)[0].bit_generator.random_raw(64)
+        assert not np.array_equal(make_rng(s).bit_generator.random_raw(64), env_bits)
+        assert np.array_equal(make_rng(s).bit_generator.random_raw(64), make_rng(s).bit_generator.random_raw(64))
+    for s in range(3):
+        agent = Uniform(5, seed=s)
+        actions = np.array([agent.act(np.zeros(2)) for _ in range(400)])
+        same_stream = np.random.default_rng(s).integers(5, size=400)  # what the environment's stream gives
+        assert 0.1 < np.mean(actions == same_stream) < 0.3  # 1.0 before: the same draws
+    # LinFullPost's draws too
+    lin = LinearThompson(2, 3, initial_pulls=0, seed=0)
+    rng = np_random(0)[0]
+    assert not np.array_equal(lin.rng.standard_normal(8), rng.standard_normal(8))
+
+
 # ----------------------------------------------------------------------- bad input
+def test_linear_prior_parameters_are_checked_like_every_number():
+    assert LinearThompson(2, 3, a0=np.int64(6), b0=np.float32(6.0)).blr.a0 == 6.0  # numpy numbers are numbers
+    for bad in (True, 0, -1.0, float("nan"), "6"):
+        with pytest.raises(ValueError, match="a0 must be a positive finite number"):
+            LinearThompson(2, 3, a0=bad)
+
+
+def test_run_experiment_names_bad_steps_trials_and_seed():
+    from uncertain_agents.agents.experiment import agent_specs, run_experiment
+    specs = agent_specs(["uniform"], [])
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        run_experiment("wheel", specs, steps=0, trials=1)
+    with pytest.raises(ValueError, match="trials must be a positive integer"):
+        run_experiment("wheel", specs, steps=5, trials=0)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        run_experiment("wheel", specs, steps=5, trials=1, seed=0.5)
+
+
 def test_bad_input_gives_clear_errors():
     agent = ThompsonSampling(_posterior(), 3, seed=0)
     with pytest.raises(ValueError, match="context"):
@@ -425,6 +466,16 @@ def test_refit_schedule_follows_its_definition():
     with pytest.raises(ValueError, match="train_steps schedule"):
         for t in range(3):
             bad.update(np.zeros(2), t % 3, 1.0)
+
+
+def test_fsvgd_paper_schedule_is_the_authors_linspace():
+    """Wang et al.'s code trains refit k < 20 for ``np.linspace(2000, 100, 20)[k]`` steps, then 100."""
+    from uncertain_agents.agents.protocols import get_protocol
+
+    sched = get_protocol("fsvgd-paper").steps_for("fsvgd")
+    authors = [int(v) for v in np.linspace(2000, 100, 20)] + [100] * 30
+    assert [sched(k) for k in range(50)] == authors
+    assert get_protocol("fsvgd-paper").steps_for("mfvi") is sched
 
 
 def test_protocols_set_network_schedule_and_options():

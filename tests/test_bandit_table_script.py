@@ -97,6 +97,37 @@ def test_trials_spread_over_folders_merge_into_the_table_of_one_run(tmp_path):
         table.main(common + ["--first-trial", "-1", "--out", str(tmp_path / "bad")])
 
 
+def test_merge_with_replace_swaps_the_named_agents_runs_and_curves(tmp_path):
+    table = _script()
+    common = ["--envs", "wheel", "--steps", "60", "--protocol", "showdown", "--posteriors", "mfvi", "--only", "linear",
+              "--workers", "1", "--trials", "2"]
+    assert table.main(common + ["--out", str(tmp_path / "main")]) == 0
+    assert table.main(common + ["--seed", "10", "--out", str(tmp_path / "redo")]) == 0  # other results, same keys
+    before = pd.read_csv(tmp_path / "main" / "bandit_runs.csv")
+    redo = pd.read_csv(tmp_path / "redo" / "bandit_runs.csv")
+    # without --replace the runs out holds are kept
+    assert table.merge_folder(tmp_path / "redo", tmp_path / "main") == 0
+    assert table.main(["--steps", "60", "--protocol", "showdown", "--out", str(tmp_path / "main"),
+                       "--merge", str(tmp_path / "redo"), "--replace", "uniform"]) == 0
+    after = pd.read_csv(tmp_path / "main" / "bandit_runs.csv")
+    key = ["env", "label", "trial"]
+    assert len(after) == len(before) == 4
+    pick = lambda frame, label: frame[frame["label"] == label].sort_values(key)["cumulative_regret"].to_numpy()
+    assert (pick(after, "uniform") == pick(redo, "uniform")).all()       # replaced
+    assert (pick(after, "linear") == pick(before, "linear")).all()       # kept
+    assert not (pick(before, "uniform") == pick(redo, "uniform")).all()
+    curves = pd.read_csv(tmp_path / "main" / "curves.csv")
+    redo_curves = pd.read_csv(tmp_path / "redo" / "curves.csv")
+    assert len(curves) == len(pd.read_csv(tmp_path / "redo" / "curves.csv"))  # one curve per run, none twice
+    last = lambda c: c[c["label"] == "uniform"].sort_values(["trial", "step"]).groupby("trial")["cumulative_regret"].last()
+    assert (last(curves).to_numpy() == last(redo_curves).to_numpy()).all()
+    import pytest
+    with pytest.raises(ValueError, match="--replace: .* holds no run of neural-linear"):
+        table.merge_folder(tmp_path / "redo", tmp_path / "main", ("neural-linear",))
+    with pytest.raises(SystemExit):
+        table.main(["--steps", "60", "--out", str(tmp_path / "main"), "--replace", "uniform"])
+
+
 def test_table_pairs_each_agent_with_linfullpost_on_shared_trials():
     table = _script()
     rows = []

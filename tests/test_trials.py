@@ -232,6 +232,18 @@ def test_lockstep_runner_needs_contextual_bandits():
     with pytest.raises(ValueError, match="progress_every"):
         run_bandit_trials([make_env("wheel", steps=5)], make_trial_posterior("mfvi", trials=1, in_dim=2, out_dim=5),
                           steps=5, seeds=[0], progress_every=0)
+    # a posterior sized for other contexts is named, not a broadcasting error deep in the runner
+    with pytest.raises(ValueError, match=r"in_dim = 3 values.*\(2,\)"):
+        run_bandit_trials([make_env("wheel", steps=5)], make_trial_posterior("mfvi", trials=1, in_dim=3, out_dim=5),
+                          steps=5, seeds=[0])
+    # seeds are checked like every seed of the library (a float was truncated, a bool taken as 0/1)
+    for bad in ([0.9], [True]):
+        with pytest.raises(TypeError, match=r"seeds\[0\] must be an int"):
+            run_bandit_trials([make_env("wheel", steps=5)], make_trial_posterior("mfvi", trials=1, in_dim=2, out_dim=5),
+                              steps=5, seeds=bad)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        run_bandit_trials([make_env("wheel", steps=5)], make_trial_posterior("mfvi", trials=1, in_dim=2, out_dim=5),
+                          steps=5, seeds=[0], seed=1.5)
 
 
 def test_run_experiment_batched_runs_thompson_trials_as_one_model_and_the_rest_as_usual():

@@ -55,29 +55,59 @@ def atomic_write_csv(path, frame, **kwargs) -> Path:
 
 
 def append_record(path, record: dict) -> Path:
-    """Append ``record`` to a JSON-lines file as one whole line: one ``write`` with ``O_APPEND``, then
-    ``fsync`` (a killed run leaves at most a last line without its newline, which :func:`read_records`
-    skips)."""
+    """Append ``record`` to a JSON-lines file as one whole line: ``write`` with ``O_APPEND`` (again for
+    the rest if the OS wrote only part), then ``fsync``. A killed run leaves at most a last line
+    without its newline, which :func:`read_records` skips and the next ``append_record`` cuts off
+    first (so the new record is never joined onto it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _default_file_mode())
+    data = (json.dumps(record) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, _default_file_mode())
     try:
-        os.write(fd, (json.dumps(record) + "\n").encode("utf-8"))
+        _drop_partial_line(fd)
+        while data:
+            written = os.write(fd, data)
+            if written <= 0:
+                raise OSError(f"could not append to {path}: the OS wrote {written} bytes")
+            data = data[written:]
         os.fsync(fd)
     finally:
         os.close(fd)
     return path
 
 
+def _drop_partial_line(fd: int) -> None:
+    """Truncate an open file after its last newline (a last line a kill cut short); whole lines stay."""
+    size = end = os.fstat(fd).st_size
+    while end > 0:
+        start = max(0, end - 4096)
+        chunk = os.pread(fd, end - start, start)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    if end != size:
+        os.ftruncate(fd, end)
+
+
 def read_records(path) -> list[dict]:
     """The whole records of a JSON-lines file written by :func:`append_record` (none if it is missing);
-    a last line cut short by a kill is left out."""
+    a last line cut short by a kill (no newline) is left out. Raises ``ValueError`` naming the file and
+    line for a whole line that is not JSON."""
     path = Path(path)
     if not path.is_file():
         return []
-    text = path.read_text(encoding="utf-8")
-    lines = text.split("\n")
-    return [json.loads(line) for line in lines[:-1] if line.strip()]  # the last piece has no newline: partial
+    lines = path.read_bytes().split(b"\n")[:-1]  # the last piece has no newline: partial (or empty)
+    records = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line.decode("utf-8")))
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: line {number} is not a JSON record ({err})") from None
+    return records
 
 
 def atomic_save_figure(path, figure, **kwargs) -> Path:

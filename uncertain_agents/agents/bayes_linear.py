@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..validation import check_positive_int
+from ..validation import check_positive_float, check_positive_int
 
 
 class BayesianLinearArms:
@@ -33,8 +33,7 @@ class BayesianLinearArms:
     def __init__(self, n_actions: int, dim: int, *, a0: float = 6.0, b0: float = 6.0,
                  lambda_prior: float = 0.25, intercept: bool = True):
         for name, value in (("a0", a0), ("b0", b0), ("lambda_prior", lambda_prior)):
-            if not (isinstance(value, (int, float, np.floating)) and np.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+            check_positive_float(value, name)
         self.n_actions, self.dim = check_positive_int(n_actions, "n_actions"), check_positive_int(dim, "dim")
         self.intercept = bool(intercept)
         self.a0, self.b0, self.lambda_prior = float(a0), float(b0), float(lambda_prior)

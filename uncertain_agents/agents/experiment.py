@@ -17,7 +17,7 @@ import pandas as pd
 
 from ..registry import Registry, resolve_name
 from ..runs import atomic_write_bytes
-from ..validation import check_positive_int
+from ..validation import check_positive_int, check_seed
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
 from .protocols import get_protocol
 from .run import run_bandit
@@ -107,6 +107,11 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     of running it again.
     """
     workers = check_positive_int(workers, "workers")
+    steps = check_positive_int(steps, "steps")
+    trials = check_positive_int(trials, "trials")
+    seed = check_seed(seed)
+    if seed is None:
+        raise TypeError("seed must be an int (trial t is seeded with seed + t)")
     mode = parallel_mode(parallel, device)
     mushroom_data = None
     if resolve_env(env_name) == "mushroom":

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..posteriors.trials import TrialBatched
-from ..validation import check_positive_float, check_positive_int
+from ..validation import check_positive_float, check_positive_int, check_seed
 from .neural import BANDIT_PRIOR_STD
 from .protocols import DEFAULT_INITIAL_PULLS
 from .run import COLUMNS
@@ -161,6 +161,12 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
     arms = {int(env.action_space.n) for env in envs}
     if arms != {posterior.spec.out_dim}:
         raise ValueError(f"every environment must have out_dim = {posterior.spec.out_dim} arms, got {sorted(arms)}")
+    widths = {tuple(env.observation_space.shape) for env in envs}
+    if widths != {(posterior.spec.in_dim,)}:
+        raise ValueError(f"every environment's contexts must have in_dim = {posterior.spec.in_dim} values "
+                         f"(the posterior's), got observation shapes {sorted(widths)}")
+    seeds = [check_seed(s, f"seeds[{r}]") for r, s in enumerate(seeds)]
+    seed = check_seed(seed)
     n_actions, d = posterior.spec.out_dim, posterior.spec.in_dim
     train_every = check_positive_int(train_every, "train_every")
     train_steps = check_train_steps(train_steps)
@@ -176,14 +182,14 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0,
                             y_scale=check_positive_float(reward_scale, "reward_scale"))
     generator = (posterior.generator() if seed is None
-                 else torch.Generator(device=posterior.device).manual_seed(int(seed)))
+                 else torch.Generator(device=posterior.device).manual_seed(seed))
     rows = _DeviceRows(R, d, n_actions, posterior.device)
     actions = np.empty((R, steps), dtype=np.int64)
     rewards = np.empty((R, steps))
     optimal = np.empty((R, steps))
     expected = np.empty((R, steps))
     for env, s in zip(envs, seeds):
-        env.reset(seed=None if s is None else int(s))
+        env.reset(seed=s)
     functions: _DrawnFunctions | None = None
     n_fits, reported, t = 0, 0, 0
     while t < steps:

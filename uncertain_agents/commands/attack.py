@@ -87,10 +87,11 @@ def run(args) -> int:
                                   write_outputs)
     from attacks.fgsm import DEFAULT_EPSILONS
 
+    from ..network import ACTIVATIONS
     from ..runs import RunFolder
     from .common import check_device, check_posterior_options, check_threads, unit_name
 
-    # every argument is checked before any work starts
+    # every argument is checked before any work starts (and before the run folder records them)
     choices = [parse_posterior(text) for text in args.posterior]
     labels = [c.label for c in choices]
     if len(set(labels)) != len(labels):
@@ -104,13 +105,38 @@ def run(args) -> int:
         raise ValueError(f"--eval-samples must be a positive integer, got {args.eval_samples}")
     if args.lr is not None and not args.lr > 0:
         raise ValueError(f"--lr must be positive, got {args.lr}")
+    if any(h <= 0 for h in args.hidden):
+        raise ValueError(f"--hidden widths must be positive integers, got {args.hidden}")
+    if args.activation not in ACTIVATIONS:
+        raise ValueError(f"--activation must be one of {', '.join(sorted(ACTIVATIONS))}, got {args.activation!r}")
+    if not 0 < args.step < float("inf"):
+        raise ValueError(f"--step must be a positive finite number, got {args.step}")
+    epsilons = DEFAULT_EPSILONS if args.epsilons is None else args.epsilons
+    if not all(0 <= e < float("inf") for e in epsilons):
+        raise ValueError(f"--epsilons must be finite numbers >= 0, got {list(epsilons)}")
     check_device(args.device)
     threads, note = check_threads(args.threads)
     for choice in choices:
-        check_posterior_options([choice.name], dict(choice.options), likelihood="categorical")
-    epsilons = DEFAULT_EPSILONS if args.epsilons is None else args.epsilons
+        check_posterior_options([choice.name], dict(choice.options), likelihood="categorical",
+                                where=f"--posterior {choice.label}")
+    load = None
+    if args.load is not None:
+        load = Path(args.load).resolve()
+        for choice in choices:
+            if not (load / f"{choice.file_stem}.pt").is_file():
+                raise FileNotFoundError(f"--load {args.load}: no {choice.file_stem}.pt for --posterior {choice.label} "
+                                        f"(--load DIR must hold <label>.pt for every posterior)")
     data = load_dataset(args.dataset, args.data_dir)
-    config = {k: v for k, v in vars(args).items() if k not in ("func", "force", "threads", "no_progress")}
+    loaded = None
+    if load is not None:  # a broken or wrong model file fails now, before the run folder records --load
+        loaded, load_times = load_or_train(choices, data, load_dir=load, device=args.device)
+    if not 0 <= args.target < data.n_classes:
+        raise ValueError(f"--target must be a class index in [0, {data.n_classes - 1}] for {data.name}, "
+                         f"got {args.target}")
+    # what decides "the same run": not where the results or the data live (--out, --data-dir as typed)
+    config = {k: v for k, v in vars(args).items()
+              if k not in ("func", "force", "threads", "no_progress", "out", "data_dir", "load")}
+    config["load"] = None if load is None else str(load)
     config["epsilons"] = list(epsilons)
     out = Path(args.out)
     folder = RunFolder(out, config, force=args.force)
@@ -126,10 +152,15 @@ def run(args) -> int:
         names = {t: unit_name(choice.label, t) for t in tables}
         found = {t: folder.load_frame(n) for t, n in names.items()}
         if any(f is None for f in found.values()):
-            posteriors, times = load_or_train(
-                [choice], data, load_dir=args.load, save_dir=None if args.load else out / "models",
-                hidden=args.hidden, activation=args.activation, epochs=args.epochs, batch_size=args.batch_size,
-                lr=args.lr, seed=args.seed, device=args.device, progress=not args.no_progress, log=console.print)
+            if loaded is not None:
+                posteriors = {choice.label: loaded[choice.label]}
+                times = load_times[load_times["posterior"] == choice.label]
+                console.print(f"loaded {choice.label}")
+            else:
+                posteriors, times = load_or_train(
+                    [choice], data, save_dir=out / "models", hidden=args.hidden, activation=args.activation,
+                    epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                    device=args.device, progress=not args.no_progress, log=console.print)
             result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
                               epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
                               n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,

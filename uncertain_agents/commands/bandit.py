@@ -24,6 +24,13 @@ def _csv_list(text: str) -> list[str]:
     return items
 
 
+def _widths(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in _csv_list(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects whole-number widths such as 50 or 100,100, got {text!r}") from None
+
+
 def _option(text: str) -> tuple[str, object]:
     try:
         return parse_key_value(text)
@@ -51,7 +58,7 @@ def register(sub) -> None:
                    help="named settings (network, refit schedule, posterior options): default, "
                         "showdown (Riquelme et al. 2018), fsvgd-paper (Wang et al. 2019); "
                         "the options below override it")
-    p.add_argument("--hidden", type=lambda s: tuple(int(v) for v in _csv_list(s)), default=None,
+    p.add_argument("--hidden", type=_widths, default=None,
                    help="hidden widths, e.g. 50 or 100,100 (default: the protocol's)")
     p.add_argument("--train-every", type=int, default=None, help="refit every N decisions (default: protocol)")
     p.add_argument("--train-steps", type=int, default=None, help="optimiser steps per refit (default: protocol)")
@@ -87,7 +94,8 @@ def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from ..agents.experiment import agent_specs, plot_regret, resolve_env, run_experiment, summarize
+    from ..agents.experiment import (agent_specs, parallel_mode, plot_regret, resolve_env, run_experiment,
+                                     summarize, trials_batchable)
     from ..runs import RunFolder
     from .common import check_device, check_posterior_options, check_threads, unit_name
 
@@ -106,6 +114,8 @@ def run(args) -> int:
         raise ValueError(f"--initial-pulls must be a non-negative integer, got {args.initial_pulls}")
     if args.lr is not None and not args.lr > 0:
         raise ValueError(f"--lr must be positive, got {args.lr}")
+    if args.hidden is not None and any(h <= 0 for h in args.hidden):
+        raise ValueError(f"--hidden widths must be positive integers, got {','.join(map(str, args.hidden))}")
     if env_name == "wheel" and not 0.0 < args.delta < 1.0:
         raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
     check_device(args.device)
@@ -124,6 +134,13 @@ def run(args) -> int:
               "initial_pulls": args.initial_pulls if args.initial_pulls is not None else proto.initial_pulls,
               "lr": args.lr, "device": args.device,
               "agents": [s.label for s in specs], "options": dict(args.option)}
+    # --parallel batched runs a Thompson agent's trials as one trial-batched model, with other random
+    # numbers than one by one (processes, threads, serial: the same runs); a run started one way is
+    # never resumed the other. Recorded only when batching happens, so other runs keep their config.
+    batched = [s.label for s in specs if trials_batchable(s, proto.name)] \
+        if parallel_mode(args.parallel, args.device) == "batched" else []
+    if batched:
+        config["trial_batched"] = batched
     out = args.out or Path("runs") / f"bandit-{env_name}"
     folder = RunFolder(out, config, force=args.force)
     console = Console()

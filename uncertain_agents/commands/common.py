@@ -42,10 +42,13 @@ def check_device(text: str) -> str:
     return text
 
 
-def check_posterior_options(names, options: dict, *, likelihood: str = "gaussian", extra=None) -> None:
+def check_posterior_options(names, options: dict, *, likelihood: str = "gaussian", extra=None,
+                            where: str | None = None) -> None:
     """Build each posterior once on a tiny network so an unknown or bad ``--option`` fails now.
 
-    ``extra(name)`` may add options (a protocol's) that the real run will pass too.
+    ``extra(name)`` may add options (a protocol's) that the real run will pass too. ``where``
+    names what the options came from in the error (default ``--option for NAME``), for a
+    command whose options come another way (``attack``: ``--posterior NAME:key=value``).
     """
     from ..registry import make_posterior
 
@@ -54,7 +57,7 @@ def check_posterior_options(names, options: dict, *, likelihood: str = "gaussian
         try:
             make_posterior(name, in_dim=2, out_dim=2, hidden=(2,), likelihood=likelihood, **merged)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"--option for {name}: {err}") from None
+            raise ValueError(f"{where or f'--option for {name}'}: {err}") from None
 
 
 def unit_name(*parts) -> str:

@@ -18,7 +18,8 @@ def register(sub) -> None:
     run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers)")
     run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
     run.add_argument("--only", default=None,
-                     help="comma-separated method labels: run only their cells (the rest stay for a later run)")
+                     help="comma-separated method labels: run only their cells (the rest stay for a later run); "
+                          "a label that itself holds commas is matched whole")
     run.add_argument("--where", action="append", default=None, metavar="KEY=V1,V2",
                      help="run only the cells whose cross KEY is one of the values (repeatable), e.g. "
                           "--where split=0,1 (the rest stay for a later run)")
@@ -37,10 +38,11 @@ def _run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..grid import load_spec, run_grid, select_cells
+    from ..grid.table import method_label
 
     spec = load_spec(args.spec)
     console = Console()
-    only = None if args.only is None else [label.strip() for label in args.only.split(",")]
+    only = None if args.only is None else _parse_only(args.only, [method_label(m) for m in spec.methods])
     where = _parse_where(args.where)
     cells = select_cells(spec, only, where)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -58,6 +60,22 @@ def _run(args) -> int:
         console.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
     _print_table(args.out, console)
     return 1 if result.failed else 0
+
+
+def _parse_only(value: str, labels: list[str]) -> list[str]:
+    """``--only`` -> method labels: comma-separated, but a run of pieces that makes up a label
+    of the spec (``mfvi(noise_std=0.1, prior_std=1.0)``) is that label, the longest first.
+    A piece that is no label is passed on as it is, for :func:`select_cells` to name."""
+    pieces = value.split(",")
+    only, i = [], 0
+    while i < len(pieces):
+        for j in range(len(pieces), i, -1):
+            label = ",".join(pieces[i:j]).strip()
+            if label in labels or j == i + 1:
+                only.append(label)
+                i = j
+                break
+    return only
 
 
 def _parse_where(items: list[str] | None) -> dict[str, list[str]] | None:

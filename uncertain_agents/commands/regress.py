@@ -50,6 +50,7 @@ def run(args) -> int:
     from rich.table import Table
 
     from ..datasets.uci import UCIDataset
+    from ..network import ACTIVATIONS
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
     from ..runs import RunFolder
@@ -70,6 +71,8 @@ def run(args) -> int:
         raise ValueError(f"--lr must be positive, got {args.lr}")
     if any(h <= 0 for h in args.hidden):
         raise ValueError(f"--hidden widths must be positive integers, got {args.hidden}")
+    if args.activation not in ACTIVATIONS:
+        raise ValueError(f"--activation must be one of {', '.join(sorted(ACTIVATIONS))}, got {args.activation!r}")
     check_device(args.device)
     threads, note = check_threads(args.threads)
     check_posterior_options([name], options)

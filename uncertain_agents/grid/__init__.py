@@ -23,7 +23,7 @@ from .executors import EXECUTORS, available_cores, run_local, run_ray
 from .jobs import JOBS
 from .spec import GridSpec, load_spec, parse_spec
 from .store import CellStore, cell_hash
-from .reference import add_reference
+from .reference import add_reference, reference_csv
 from .plots import plot_sweeps
 from .table import aggregate, cells_frame, display_frame, method_label, shown_tables, to_markdown
 
@@ -50,8 +50,10 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
 
     Args:
         executor: ``"local"`` (serial, or ``workers`` processes) or ``"ray"``.
-        workers: local processes (or CPUs of a Ray instance started here).
-        threads: torch threads per cell (default: the cores divided among the workers).
+        workers: local processes, or cells at once on a Ray instance started here (it gets
+            ``workers × threads`` CPUs).
+        threads: torch threads per cell (default: the cores divided among the workers); a Ray
+            task asks for this many CPUs.
         ray_address: a running Ray cluster to connect to (default: start a local instance).
         progress: ``progress(cell, result)`` after every cell.
         only: run only the cells of these methods (their labels as the table shows them). Cells
@@ -74,6 +76,8 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     out = Path(out)
+    if spec.reference:  # a missing CSV fails now, not after every cell has run (see grid_table)
+        reference_csv(spec.reference, Path(spec.source).parent if spec.source else out)
     out.mkdir(parents=True, exist_ok=True)
     raw = {k: v for k, v in asdict(spec).items() if k != "source"}
     atomic_write_text(out / "grid.json", json.dumps(
@@ -105,8 +109,9 @@ def select_cells(spec: GridSpec, only: list[str] | None = None, where: dict[str,
     """The spec's cells, or only those of the methods labelled ``only`` and whose cross values
     are among ``where[key]`` for every key of ``where``.
 
-    Values of ``where`` match a cross value equal to them or written the same (``"0"`` selects
-    split ``0``, as the CLI's ``--where split=0,1`` passes it). Raises ``ValueError`` naming the
+    Values of ``where`` match a cross value equal to them, written the same or, for a number,
+    a string of the same number (``"0"`` selects split ``0`` and ``"1"`` epochs ``1.0``, as the
+    CLI's ``--where split=0,1`` passes them). Raises ``ValueError`` naming the
     spec's labels, cross keys or values when one of ``only`` or ``where`` is not in the spec.
     """
     cells = spec.cells()
@@ -126,12 +131,22 @@ def select_cells(spec: GridSpec, only: list[str] | None = None, where: dict[str,
             values = spec.cross[key]
             chosen = []
             for w in wanted:
-                match = [v for v in values if v == w or str(v) == str(w)]
+                match = [v for v in values if v == w or str(v) == str(w) or _same_number(v, w)]
                 if not match:
                     raise ValueError(f"where[{key!r}]: {w!r} is not one of the spec's values {values!r}")
                 chosen += match
             cells = [c for c in cells if any(c[key] == v for v in chosen)]
     return cells
+
+
+def _same_number(value, text) -> bool:
+    """Whether the string ``text`` (a CLI value) is the number ``value`` (``"1"`` is ``1.0``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isinstance(text, str):
+        return False
+    try:
+        return float(text) == value
+    except ValueError:
+        return False
 
 
 def grid_table(out, *, write: bool = True, markdown=None, command: str | None = None) -> pd.DataFrame:

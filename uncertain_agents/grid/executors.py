@@ -58,26 +58,29 @@ def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: i
 
 def run_ray(cells: list[dict], report: Report, *, threads: int = 1, address: str | None = None,
             workers: int | None = None) -> None:
-    """One Ray task per cell with the cell's CPU/GPU request; connects to the cluster at
-    ``address`` (e.g. ``"auto"`` or ``"ray://host:10001"``) or starts a local Ray instance
-    (with ``workers`` CPUs when given)."""
+    """One Ray task per cell with the cell's CPU/GPU request (at least ``threads`` CPUs); connects
+    to the cluster at ``address`` (e.g. ``"auto"`` or ``"ray://host:10001"``) or starts a local
+    Ray instance with room for ``workers`` such tasks at once (default: the available cores, or
+    one task when a task asks for more)."""
     try:
         import ray
     except ModuleNotFoundError:
         raise ValueError("the ray executor needs Ray: pip install 'uncertain-agents[ray]'") from None
     from .jobs import JOBS
 
+    needs = [JOBS[cell["kind"]].resources(cell) for cell in cells]
+    needs = [{**need, "num_cpus": max(need["num_cpus"], threads)} for need in needs]
     started_here = not ray.is_initialized()
-    if started_here:
-        kwargs = {"address": address} if address else {"num_cpus": workers or available_cores()}
+    if started_here:  # room for `workers` tasks at once: each asks for (at least) `threads` CPUs
+        per_task = max([need["num_cpus"] for need in needs], default=threads)
+        cpus = workers * per_task if workers else max(available_cores(), per_task)
+        kwargs = {"address": address} if address else {"num_cpus": cpus}
         ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
     try:
         remote = ray.remote(execute_cell)
         pending = {}
-        for cell in cells:
-            need = JOBS[cell["kind"]].resources(cell)
-            ref = remote.options(num_cpus=max(need["num_cpus"], threads), num_gpus=need["num_gpus"]).remote(
-                cell, threads)
+        for cell, need in zip(cells, needs):
+            ref = remote.options(num_cpus=need["num_cpus"], num_gpus=need["num_gpus"]).remote(cell, threads)
             pending[ref] = cell
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)

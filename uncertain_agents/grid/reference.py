@@ -36,6 +36,15 @@ def check_reference(reference: dict, where: str) -> None:
             raise ValueError(f"{where}: reference.{key} must be a table")
 
 
+def reference_csv(reference: dict, base: Path, where: str = "spec") -> Path:
+    """The resolved path of ``reference.csv`` (relative to ``base``, the spec file's folder);
+    raises ``FileNotFoundError`` naming the key and the path when there is no such file."""
+    path = (Path(base) / reference["csv"]).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"{where}: reference.csv {reference['csv']!r} names no file (looked for {path})")
+    return path
+
+
 def published_value(row: pd.Series, sign: float) -> str:
     """``mean ± spread (kind)`` of one CSV row, with ``sign`` applied to the mean."""
     mean = sign * float(row["mean"])
@@ -51,10 +60,7 @@ def add_reference(table: pd.DataFrame, reference: dict, base: Path) -> pd.DataFr
     has no such row)."""
     if not reference:
         return table
-    path = (base / reference["csv"]).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"reference CSV {path} not found")
-    ref = pd.read_csv(path)
+    ref = pd.read_csv(reference_csv(reference, base))
     for key, value in reference.get("fixed", {}).items():  # e.g. setting = "alpha=0.5"
         ref = ref[ref[key].astype(str) == str(value)]
     match, datasets, methods = reference.get("match"), reference.get("datasets", {}), reference.get("methods", {})

@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .jobs import JOBS, Job
-from .reference import check_reference
+from .reference import check_reference, reference_csv
+from .table import method_label
 
-SPEC_KEYS = {"name", "kind", "description", "settings", "cross", "methods", "reference", "threads"}
+SPEC_KEYS = {"name", "kind", "description", "settings", "cross", "methods", "reference"}
 METHOD_KEYS = {"posterior", "options", "agent", "label"}
 
 
@@ -66,9 +67,13 @@ class GridSpec:
 
 
 def load_spec(source) -> GridSpec:
-    """Read and validate a spec from a TOML path or a dict."""
+    """Read and validate a spec from a TOML path or a dict.
+
+    A spec file's ``[reference] csv`` is resolved against the file's folder and must exist (a
+    dict's is checked by :func:`~uncertain_agents.grid.run_grid`, against the grid folder).
+    """
     if isinstance(source, dict):
-        raw, where = source, "spec"
+        return parse_spec(source, "spec")
     else:
         path = Path(source)
         if not path.is_file():
@@ -86,6 +91,8 @@ def load_spec(source) -> GridSpec:
             raise ValueError(f"{path}: not valid TOML ({err})") from None
         where = str(path)
     spec = parse_spec(raw, where)
+    if spec.reference:
+        reference_csv(spec.reference, path.resolve().parent, where)
     return GridSpec(**{**spec.__dict__, "source": str(path.resolve())})
 
 
@@ -118,6 +125,7 @@ def parse_spec(raw: dict, where: str = "spec") -> GridSpec:
         raise ValueError(f"{where}: methods must be a non-empty list of tables ([[methods]])")
     checked = tuple(job.check_method(_method(m, i, where), f"{where}: methods[{i}]")
                     for i, m in enumerate(methods))
+    _check_labels(checked, where)
     reference = raw.get("reference", {})
     if not isinstance(reference, dict):
         raise ValueError(f"{where}: reference must be a table, got {reference!r}")
@@ -127,6 +135,17 @@ def parse_spec(raw: dict, where: str = "spec") -> GridSpec:
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"{where}: two cells have the same configuration (a repeated method or value)")
     return spec
+
+
+def _check_labels(methods: tuple[dict, ...], where: str) -> None:
+    """Two methods with one table label would be merged into one row: name the label."""
+    seen: dict[str, int] = {}
+    for i, method in enumerate(methods):
+        label = method_label(method)
+        if label in seen:
+            raise ValueError(f"{where}: methods[{seen[label]}] and methods[{i}] have the same label {label!r}; "
+                             "give one of them a different label")
+        seen[label] = i
 
 
 def _table(raw: dict, key: str, where: str) -> dict:

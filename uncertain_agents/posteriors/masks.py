@@ -8,7 +8,7 @@ about 2.8 ns per 64-bit word here against 7 ns for torch's ``random_``), seeded 
 ``k ≤ 8`` (0.5, 0.75, 0.9375, ...) is exactly ``P(v < q·2ᵏ)`` for a uniform ``k``-bit integer
 ``v``, so one 64-bit draw makes ``64 / k`` masks (64 for the usual ``p = 0.5``); any other
 ``q`` uses 16 bits per mask, i.e. ``q`` rounded to a multiple of ``2⁻¹⁶`` (an error below
-``8·10⁻⁶`` in the drop rate). On CUDA, where drawing is cheap, it is ``torch.rand(shape) < q``.
+``8·10⁻⁶`` in the drop rate; a ``q`` of ``1 − 2⁻¹⁷`` or more rounds to 1 and keeps every entry). On CUDA, where drawing is cheap, it is ``torch.rand(shape) < q``.
 """
 from __future__ import annotations
 
@@ -46,6 +46,10 @@ def keep_masks(shape: tuple[int, ...], keep: float, generator: torch.Generator,
     if device.type != "cpu":
         return (torch.rand(shape, generator=generator, device=device) < keep).to(dtype)
     k = bits_per_mask(keep)
+    if k == 16 and round(keep * 2**16) >= 2**16:
+        # q rounds to 1 at 16 bits (a drop rate below 2⁻¹⁷): every entry is kept, as for keep = 1
+        # (the int16 threshold 2¹⁵ would overflow and keep nothing)
+        return torch.ones(shape, dtype=dtype, device=device)
     raw = random_words(-(-numel * k // 64), generator)
     if k == 16:
         # v uniform on [-2¹⁵, 2¹⁵): P(v + 2¹⁵ < q·2¹⁶), compared in int16 (no widening pass)

@@ -13,6 +13,7 @@ like every other method's loss).
 """
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 
@@ -37,7 +38,12 @@ class ParticlePosterior(Posterior):
         noise_prior: ``(a, b)`` of the InvGamma(a, b) prior on each particle's noise
             std in training units (default ``(1.0, 0.1)``, as Wang et al. 2019).
         input_scale: extra divisor of the standardised inputs (``"sqrt_dim"`` = √d, as
-            the authors' code scales inputs by std·√d); default 1.
+            the authors' code scales inputs by std·√d); default 1. It applies to standardised
+            inputs only: the first ``fit`` with ``standardize=True`` multiplies ``x_scale`` by it.
+            Units fixed otherwise are used as they are — by :meth:`set_units` (the bandit
+            agents fix raw units so, and their contexts are not scaled) or with
+            ``standardize=False`` (the identity). Passing a scale other than 1 and other than
+            the method's default together with ``standardize=False`` raises ``ValueError``.
         noise_holdout: fraction of the training rows (default 0.1) held out from the
             particles' likelihood and used only by the noise MAP step, so the learned
             noise follows out-of-sample residuals instead of shrinking with over-fitting;
@@ -70,6 +76,11 @@ class ParticlePosterior(Posterior):
             self.input_scale = math.sqrt(spec.in_dim)
         else:
             self.input_scale = check_positive_float(input_scale, "input_scale")
+        if not self.standardize and self.input_scale != 1.0 and self.input_scale != _default_input_scale(self):
+            raise ValueError(f"{self.name}: input_scale={input_scale!r} divides standardised inputs only, and "
+                             f"standardize=False trains on the inputs as given, so it would be ignored; "
+                             f"use standardize=True, or scale the inputs yourself and leave input_scale "
+                             f"at its default")
         if (isinstance(noise_holdout, bool) or not isinstance(noise_holdout, numbers.Real)
                 or not 0.0 <= noise_holdout < 0.5):
             raise ValueError(f"noise_holdout must be a fraction in [0, 0.5), got {noise_holdout!r}")
@@ -276,3 +287,16 @@ class ParticlePosterior(Posterior):
     def _sample_indexed(self, n: int, generator: torch.Generator):
         index = torch.randint(self.n_particles, (n,), generator=generator, device=self.device)
         return self.particles, self.particle_log_noise(), index
+
+
+def _default_input_scale(post: ParticlePosterior) -> float:
+    """The numeric ``input_scale`` the method of ``post`` takes by default (its ``__init__``'s)."""
+    for cls in type(post).__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        param = inspect.signature(init).parameters.get("input_scale")
+        if param is not None and param.default is not inspect.Parameter.empty:
+            value = param.default
+            return math.sqrt(post.spec.in_dim) if value == "sqrt_dim" else float(value)
+    return 1.0

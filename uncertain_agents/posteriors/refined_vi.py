@@ -54,7 +54,9 @@ class RefinedVI(MeanFieldVI):
             ``steps // K`` of the fit being refined, see :meth:`refinement_steps`).
         refine_samples: Monte-Carlo weight samples per member and step (default 1).
         refine_lr: base of the refinement learning rates ``lr_k = refine_lr · 0.3^{k/2}``
-            (default 1e-3, the paper's).
+            (default 1e-3, the paper's). With ``lr_decay > 0`` the decay scales them like any
+            other rate: a refinement step uses ``lr_k / (1 + lr_decay · t)``, ``t`` the steps
+            trained so far (``fit``'s ``lr`` does not apply to the members).
         eval_rows: training rows (at most) on which the keep-the-better rule and the
             reported bounds are estimated (default 2,048).
         refine_noise: with a learned Gaussian noise, give every member its own noise std,

@@ -213,10 +213,12 @@ class TrainingContext:
         steps_before: training steps taken by earlier fits (0 on the first fit), so
             ``steps_before + step`` counts every step this posterior has trained.
         refit: True when an earlier fit already trained this posterior.
+        lr_decay: the posterior's inverse-time learning-rate decay (0: none), which
+            :func:`run_training` applies to every group's rate before each step.
     """
 
     def __init__(self, optimizers: Mapping[str, torch.optim.Optimizer], groups: Mapping[str, OptimizerGroup],
-                 generator: torch.Generator, lr: float, steps: int, steps_before: int):
+                 generator: torch.Generator, lr: float, steps: int, steps_before: int, lr_decay: float = 0.0):
         self._optimizers = optimizers
         self._groups = groups
         self.generator = generator
@@ -229,6 +231,9 @@ class TrainingContext:
         self.phase_step = 0
         self.phase_steps = 0
         self.diagnostics: dict[str, np.ndarray] = {}
+        self.lr_decay = float(lr_decay)
+        # {group: rate} pinned by set_learning_rate: the base rate the decay scales from then on
+        self._base_lrs: dict[str, float] = {}
 
     @property
     def group_names(self) -> tuple[str, ...]:
@@ -270,10 +275,20 @@ class TrainingContext:
         self._optimizers[group].state.clear()
 
     def set_learning_rate(self, group: str, lr: float) -> None:
-        """Set ``group``'s learning rate for the rest of this fit (schedules within a phase)."""
+        """Set ``group``'s learning rate for the rest of this fit (schedules within a phase).
+
+        With ``lr_decay > 0``, ``lr`` becomes the group's *base* rate in place of
+        ``fit``'s ``lr · lr_scale``: the step now being taken and every later step of this fit
+        use ``lr / (1 + lr_decay · t)``, ``t`` the steps trained so far (``steps_before + step``),
+        so the decay scales a pinned rate instead of overwriting it. Without a decay the rate
+        is ``lr`` itself."""
         self._group(group)
+        lr = float(lr)
+        self._base_lrs[group] = lr
+        if self.lr_decay:
+            lr = decayed_lr(lr, self.lr_decay, self.steps_before + self.step)
         for pg in self._optimizers[group].param_groups:
-            set_group_lr(pg, float(lr))
+            set_group_lr(pg, lr)
 
     def report(self, name: str, value) -> None:
         """Hand a diagnostic (array-like) to ``FitResult.diagnostics[name]``."""
@@ -368,7 +383,8 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     gen = post.generator()
     optimizers, groups = post.optimizer_set.get(post, lr)
     steps_before = int(post.steps_trained)
-    ctx = TrainingContext(optimizers, groups, gen, lr, steps, steps_before)
+    lr_decay = float(getattr(post, "lr_decay", 0.0))
+    ctx = TrainingContext(optimizers, groups, gen, lr, steps, steps_before, lr_decay)
     phases = tuple(post.phases)
     counts = split_steps(phases, steps)
     total = sum(counts)
@@ -382,9 +398,11 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     # the last state known to be sound, restored if training diverges: the state at the start,
     # then each check's state once the next check's loss (computed from it) has passed
     snapshot, candidate = _snapshot(post), None
+    # steps of this fit behind the snapshot and the candidate (steps_trained after a restore)
+    snapshot_steps, candidate_steps = 0, 0
+    restored_steps: int | None = None
     first_loss: float | None = None
     output_bound = _output_bound(post, xs, ys)
-    lr_decay = float(getattr(post, "lr_decay", 0.0))
     graphs = _graphs_wanted(post, cuda_graph)
 
     def step_on(idx: Tensor, staged: bool = False):
@@ -409,7 +427,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             for phase_step in range(count):
                 ctx.step, ctx.phase_step = step, phase_step
                 if lr_decay:
-                    _set_decayed_lr(optimizers, groups, lr, lr_decay, steps_before + step)
+                    _set_decayed_lr(optimizers, groups, lr, lr_decay, steps_before + step, ctx._base_lrs)
                 idx = stream.take(bs)
                 if graphed is not None:
                     named = graphed(idx)
@@ -433,7 +451,9 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                     _check_outputs(post, xs, ys, output_bound, step, lr)
                     if candidate is not None:
                         snapshot, candidate = candidate, snapshot
+                        snapshot_steps = candidate_steps
                     candidate = _snapshot(post, reuse=candidate)
+                    candidate_steps = step + 1
                     if bar is not None:
                         bar.update(step + 1, float(traces[MAIN_LOSS][step]))
                 step += 1
@@ -442,15 +462,18 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
             phase_seconds[phase.name] = time.perf_counter() - phase_t0
     except TrainingDivergedError:
         _restore(post, snapshot, optimizers)
+        restored_steps = snapshot_steps
         raise
     finally:
-        post.steps_trained.fill_(steps_before + step)
+        # after a restore, the steps behind the restored state (not the rolled-back ones)
+        post.steps_trained.fill_(steps_before + (step if restored_steps is None else restored_steps))
         if bar is not None:
             bar.close()
     post.eval()
     for pname, p in post.named_parameters():
         if not bool(torch.isfinite(p).all()):
             _restore(post, snapshot, optimizers)
+            post.steps_trained.fill_(steps_before + snapshot_steps)
             raise TrainingDivergedError(f"{post.name}: parameter {pname} became NaN/inf during fit; the "
                                         f"posterior was restored to its last finite state; try a smaller lr "
                                         f"(now {lr})")
@@ -460,12 +483,16 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
 
 
 def _set_decayed_lr(optimizers: Mapping[str, torch.optim.Optimizer], groups: Mapping[str, OptimizerGroup],
-                    lr: float, lr_decay: float, steps_before: int) -> None:
+                    lr: float, lr_decay: float, steps_before: int,
+                    base_lrs: Mapping[str, float] | None = None) -> None:
     """Every group's learning rate for the next step under the inverse-time decay
-    (:func:`~.optimizers.decayed_lr`; ``steps_before`` counts the steps of all fits so far)."""
+    (:func:`~.optimizers.decayed_lr`; ``steps_before`` counts the steps of all fits so far) of its
+    base rate: ``lr · lr_scale``, or the rate the method pinned with
+    :meth:`TrainingContext.set_learning_rate` (``base_lrs``)."""
     for name, group in groups.items():
+        base = base_lrs[name] if base_lrs and name in base_lrs else lr * group.lr_scale
         for pg in optimizers[name].param_groups:
-            set_group_lr(pg, decayed_lr(lr * group.lr_scale, lr_decay, steps_before))
+            set_group_lr(pg, decayed_lr(base, lr_decay, steps_before))
 
 
 def _graphs_wanted(post: "Posterior", cuda_graph: bool | None) -> bool:

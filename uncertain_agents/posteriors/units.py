@@ -1,7 +1,7 @@
 """Training units: the standardisation of x and y a posterior trains in.
 
-The units are fixed once — by the first ``fit`` (from its data, when ``standardize``) or
-by :meth:`TrainingUnits.set_units` — and every later warm-started fit keeps them, so a
+The units are fixed once — by the first ``fit`` (from its data, when ``standardize``; as the
+identity otherwise) or by :meth:`TrainingUnits.set_units` — and every later warm-started fit keeps them, so a
 refit never changes the units of what was learned. Predictions are reported in original
 units either way.
 """
@@ -65,9 +65,16 @@ class TrainingUnits:
     def fix_units_from_data(self, x: Tensor, y: Tensor, mask: Tensor | None) -> bool:
         """Standardise with the data of the *first* fit; later fits keep those units.
 
-        Returns True when this call fixed the units (the first fit with ``standardize``).
+        With ``standardize=False`` the first fit fixes the units as they are (the identity,
+        unless :meth:`set_units` chose others), so that, as after a standardised fit, the units
+        and the prior can no longer change under what was learned.
+
+        Returns True when this call standardised (the first fit with ``standardize``).
         """
-        if not self.standardize or self.units_are_fixed:
+        if self.units_are_fixed:
+            return False
+        if not self.standardize:
+            self.units_fixed.fill_(True)
             return False
         x_loc, x_scale = x.mean(0), safe_scale(x.std(0, unbiased=False))
         _check_statistics("x", x_loc, x_scale)
