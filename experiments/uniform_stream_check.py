@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("delta", type=float, help="wheel δ (ignored on mushroom)")
     p.add_argument("steps", type=int)
     p.add_argument("trials", type=int)
+    p.add_argument("--first-trial", type=int, default=0, help="seeds first-trial … first-trial + trials − 1")
     args = p.parse_args(argv)
     data = None
     if args.bandit == "mushroom":
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     for label, stream in (("shared (before)", shared_stream), ("own (now)", make_rng)):
         baselines.make_rng = linear.make_rng = stream
         out = []
-        for seed in range(args.trials):
+        for seed in range(args.first_trial, args.first_trial + args.trials):
             env = (envs.MushroomBandit(data=data, horizon=args.steps) if data is not None
                    else envs.WheelBandit(delta=args.delta, horizon=args.steps))
             agent = make_agent(args.agent, n_actions=int(env.action_space.n),
@@ -59,7 +60,7 @@ def main(argv=None) -> int:
     se = lambda v: v.std(ddof=1) / np.sqrt(len(v))
     d = a - b
     print(f"{args.agent} on {args.bandit}{'' if data is not None else f' δ = {args.delta}'}, {args.steps} decisions, "
-          f"{args.trials} trials: {a_label} {a.mean():.1f} ± {se(a):.1f}, {b_label} {b.mean():.1f} ± {se(b):.1f}; "
+          f"{args.trials} trials from seed {args.first_trial}: {a_label} {a.mean():.1f} ± {se(a):.1f}, {b_label} {b.mean():.1f} ± {se(b):.1f}; "
           f"ratio {a.mean() / b.mean():.4f}; paired difference {d.mean():.1f} ± {se(d):.1f}")
     return 0
 

@@ -129,7 +129,7 @@ _BOOTSTRAP_RIQUELME_STEPS = 100
 #: ``np.linspace(2000, 100, 20)`` steps at refits 0–19, i.e. 2,000, 1,900, …, 100, then the
 #: ``training_epochs`` of 100. Until 2026-11-27 (session 32) the preset used ``LinearDecay(2000,
 #: 100, 20)``, which reaches 100 one refit later (2,000, 1,905, …, 195, 100): 950 more steps over
-#: the first 20 refits, under 1% of a 50,000-decision run; the tables made with it say so.
+#: the first 20 refits, 0.8% of a 50,000-decision run's steps; the tables made with it say so.
 _AUTHORS_SCHEDULE = LinearDecay(2000, 100, 19)
 
 PROTOCOLS: dict[str, BanditProtocol] = {
