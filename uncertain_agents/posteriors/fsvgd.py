@@ -68,6 +68,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
     """
 
     name = "fsvgd"
+    default_input_scale = "sqrt_dim"
     #: Classification keeps the ``1/sqrt(fan_in)`` prior: with N(0, 1) weights the prior
     #: logits on raw pixels are so large that the moment-matched Gaussian over log-softmax
     #: values is degenerate and training collapses to chance (digits, 2×100: clean

@@ -13,7 +13,6 @@ like every other method's loss).
 """
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 
@@ -56,6 +55,10 @@ class ParticlePosterior(Posterior):
         init_noise_std (common option): initial learned noise std, training units.
     """
 
+    #: ``input_scale``'s default in the method's signature (a scale given with ``standardize=False``
+    #: other than 1 or this is refused: it would be ignored).
+    default_input_scale: str | float = 1.0
+
     default_lr = 4e-3
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, n_particles: int = 20,
@@ -76,7 +79,7 @@ class ParticlePosterior(Posterior):
             self.input_scale = math.sqrt(spec.in_dim)
         else:
             self.input_scale = check_positive_float(input_scale, "input_scale")
-        if not self.standardize and self.input_scale != 1.0 and self.input_scale != _default_input_scale(self):
+        if not self.standardize and input_scale not in (1.0, type(self).default_input_scale):
             raise ValueError(f"{self.name}: input_scale={input_scale!r} divides standardised inputs only, and "
                              f"standardize=False trains on the inputs as given, so it would be ignored; "
                              f"use standardize=True, or scale the inputs yourself and leave input_scale "
@@ -288,15 +291,3 @@ class ParticlePosterior(Posterior):
         index = torch.randint(self.n_particles, (n,), generator=generator, device=self.device)
         return self.particles, self.particle_log_noise(), index
 
-
-def _default_input_scale(post: ParticlePosterior) -> float:
-    """The numeric ``input_scale`` the method of ``post`` takes by default (its ``__init__``'s)."""
-    for cls in type(post).__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            continue
-        param = inspect.signature(init).parameters.get("input_scale")
-        if param is not None and param.default is not inspect.Parameter.empty:
-            value = param.default
-            return math.sqrt(post.spec.in_dim) if value == "sqrt_dim" else float(value)
-    return 1.0
