@@ -57,7 +57,7 @@ def main() -> None:
     torch.set_num_threads(1)
     env = make_env("mushroom", steps=steps)
     post = ua.make_posterior("avb", in_dim=int(env.observation_space.shape[0]), out_dim=2, seed=trial, **options)
-    agent = ThompsonSampling(post, 2, seed=trial + 1)
+    agent = ThompsonSampling(post, 2, seed=trial)
     snapshots: list[str] = []
     progress = None
     if every:

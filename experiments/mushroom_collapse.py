@@ -31,7 +31,7 @@ def trace(label: str, fix_units_by_hand: bool, steps: int, seed: int) -> None:
     post = ua.make_posterior("mfvi", in_dim=117, out_dim=2, seed=seed)
     if fix_units_by_hand:
         post.set_units()                       # raw units, regression prior kept
-    agent = ThompsonSampling(post, 2, seed=seed + 1)
+    agent = ThompsonSampling(post, 2, seed=seed)
     obs, _ = env.reset(seed=seed)
     regret, eats, poisoned = 0.0, 0, 0
     edible = []

@@ -69,7 +69,7 @@ def build(trial: int, std_lr: float, noise_lr: float) -> ThompsonSampling:
     post = GroupedLearningRatesVI(spec, std_lr=std_lr, noise_lr=noise_lr, seed=trial)
     post.config = {"name": "mfvi", "in_dim": 117, "out_dim": 2, "hidden": list(HIDDEN), "activation": "relu",
                    "likelihood": "gaussian", "seed": trial}
-    return ThompsonSampling(post, 2, seed=trial + 1)
+    return ThompsonSampling(post, 2, seed=trial)
 
 
 def normalised_regret(trial: int, std_lr: float, noise_lr: float) -> float:

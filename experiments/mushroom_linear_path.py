@@ -78,7 +78,7 @@ def normalised_regret(trial: int, linear_path: bool) -> float:
     d = int(env.observation_space.shape[0])
     post = (MeanFieldVIWithLinearPath(d, 2, seed=trial) if linear_path
             else ua.make_posterior("mfvi", in_dim=d, out_dim=2, seed=trial))
-    agent = ThompsonSampling(post, 2, seed=trial + 1)
+    agent = ThompsonSampling(post, 2, seed=trial)
     regret = run_bandit(env, agent, steps=STEPS, seed=trial)["cumulative_regret"].iloc[-1]
     if linear_path:  # the held block never moved
         assert torch.equal(post.mean.detach()[post.held], post.held_value[post.held])

@@ -80,7 +80,7 @@ def normalised_regret(beta: float, members: int, trial: int) -> float:
     env = make_env("mushroom", steps=STEPS)
     spec = MLPSpec(int(env.observation_space.shape[0]), 2, hidden=(50,))
     post = RandomisedPriorEnsemble(spec, "gaussian", beta=beta, n_members=members, seed=trial)
-    regret = run_bandit(env, ThompsonSampling(post, 2, seed=trial + 1), steps=STEPS,
+    regret = run_bandit(env, ThompsonSampling(post, 2, seed=trial), steps=STEPS,
                         seed=trial)["cumulative_regret"].iloc[-1]
     uniform = run_bandit(make_env("mushroom", steps=STEPS), Uniform(2, seed=trial), steps=STEPS,
                          seed=trial)["cumulative_regret"].iloc[-1]

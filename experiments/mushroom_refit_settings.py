@@ -69,7 +69,7 @@ def normalised_regret(posterior: str, post_options: dict, agent_options: dict, t
     env = make_env("mushroom", steps=STEPS)
     post = ua.make_posterior(posterior, in_dim=int(env.observation_space.shape[0]), out_dim=2, seed=trial,
                              **post_options)
-    agent = ThompsonSampling(post, 2, seed=trial + 1, **agent_options)
+    agent = ThompsonSampling(post, 2, seed=trial, **agent_options)
     regret = run_bandit(env, agent, steps=STEPS, seed=trial)["cumulative_regret"].iloc[-1]
     uniform = run_bandit(make_env("mushroom", steps=STEPS), Uniform(2, seed=trial), steps=STEPS,
                          seed=trial)["cumulative_regret"].iloc[-1]

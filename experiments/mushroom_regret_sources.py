@@ -62,7 +62,7 @@ def build_agent(name: str, trial: int, env, protocol: str = "default"):
     if name.startswith(REFERENCE_PREFIX):
         return make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, seed=trial)
     post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
-    return ThompsonSampling(post, n_arms, seed=trial + 1)
+    return ThompsonSampling(post, n_arms, seed=trial)
 
 
 def windows(frame: pd.DataFrame, size: int = WINDOW) -> pd.DataFrame:

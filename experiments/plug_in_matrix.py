@@ -6,7 +6,7 @@ defaults and the job's own documented settings):
 * ``boston``   — UCI Boston housing, standard splits, 1×50 network, 500 epochs, batch 32
   (``uncertain_agents.regression.run_uci``): test NLL and RMSE.
 * ``wheel``    — Thompson sampling, wheel bandit δ = 0.5, 3,000 decisions:
-  ``ThompsonSampling(make_posterior(name, in_dim=2, out_dim=5, seed=t), 5, seed=t + 1)``
+  ``ThompsonSampling(make_posterior(name, in_dim=2, out_dim=5, seed=t), 5, seed=t)``
   and ``run_bandit(..., seed=t)``; normalised regret = 100 × regret / Uniform's on the
   same rounds.
 * ``mushroom`` — the same on the mushroom bandit (117 one-hot features, 2 arms).
@@ -124,7 +124,7 @@ def run_bandit_cell(env_name: str, name: str, trial: int) -> dict:
         agent = make_agent(name[len(REFERENCE_PREFIX):], n_actions=n_arms, context_dim=dim, seed=trial)
     else:
         post = ua.make_posterior(name, in_dim=dim, out_dim=n_arms, seed=trial)
-        agent = ThompsonSampling(post, n_arms, seed=trial + 1)
+        agent = ThompsonSampling(post, n_arms, seed=trial)
     frame = run_bandit(e, agent, steps=BANDIT_STEPS, seed=trial)
     seconds = time.perf_counter() - t0
     regret, base = float(frame["cumulative_regret"].iloc[-1]), uniform_regret(env_name, trial)

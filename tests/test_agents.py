@@ -317,6 +317,36 @@ def test_agent_streams_are_independent_of_an_environment_seeded_alike():
     assert not np.array_equal(lin.rng.standard_normal(8), rng.standard_normal(8))
 
 
+def test_torch_streams_of_one_trial_and_of_neighbouring_trials_are_apart():
+    """A posterior's initialisation and training streams and a Thompson agent's draws come from one
+    seed through ``seeding.stream_seed``: before, the agent (seeded s + 1 by ``make_agent``) drew the
+    very numbers of its posterior's training stream (seed + 1), which was also trial s + 1's
+    initialisation stream."""
+    from uncertain_agents.seeding import AGENT_DRAWS_KEY, POSTERIOR_INIT_KEY, POSTERIOR_TRAIN_KEY, stream_seed
+
+    def first_normals(g):
+        return torch.randn(64, generator=g)
+
+    streams = {}
+    for s in (0, 1, 2):
+        post = ua.make_posterior("mfvi", in_dim=2, out_dim=5, hidden=(4,), seed=s)
+        agent = make_agent("thompson", n_actions=5, context_dim=2, posterior="mfvi", hidden=(4,), seed=s)
+        streams[s, "init"] = first_normals(torch.Generator().manual_seed(stream_seed(s, POSTERIOR_INIT_KEY)))
+        streams[s, "train"] = first_normals(post.generator())
+        streams[s, "agent"] = first_normals(agent.generator)
+        assert post.generator().initial_seed() == stream_seed(s, POSTERIOR_TRAIN_KEY)
+        assert agent.generator.initial_seed() == stream_seed(s, AGENT_DRAWS_KEY)
+    values = list(streams.values())
+    for i in range(len(values)):
+        for j in range(i):
+            assert not torch.equal(values[i], values[j]), list(streams)[i]
+    # the same seed gives the same streams (reproducible), and the key set is what the posterior uses
+    again = ua.make_posterior("mfvi", in_dim=2, out_dim=5, hidden=(4,), seed=1)
+    assert torch.equal(again.state_dict()["mean"], ua.make_posterior("mfvi", in_dim=2, out_dim=5, hidden=(4,),
+                                                                        seed=1).state_dict()["mean"])
+    assert torch.equal(first_normals(again.generator()), streams[1, "train"])
+
+
 # ----------------------------------------------------------------------- bad input
 def test_linear_prior_parameters_are_checked_like_every_number():
     assert LinearThompson(2, 3, a0=np.int64(6), b0=np.float32(6.0)).blr.a0 == 6.0  # numpy numbers are numbers
@@ -438,7 +468,7 @@ def test_python_posterior_in_thompson_sampling_acts_like_the_cli(tmp_path):
     cli = pd.read_csv(out / "steps.csv")
     cli = cli[cli["label"] == "thompson[bb-alpha]"]["action"].to_numpy()
     post = ua.make_posterior("bb-alpha", in_dim=2, out_dim=5, seed=seed)
-    agent = ThompsonSampling(post, 5, train_every=30, train_steps=10, seed=seed + 1)
+    agent = ThompsonSampling(post, 5, train_every=30, train_steps=10, seed=seed)
     frame = run_bandit(gym.make("envs:WheelBandit-v0", delta=0.5, horizon=steps), agent, steps=steps, seed=seed)
     np.testing.assert_array_equal(frame["action"].to_numpy(), cli)
     assert agent.n_fits >= 4

@@ -235,3 +235,18 @@ def test_a_steps_clipped_precision_on_the_host_matches_the_devices(shape):
     assert on_host.device == cov.device and on_host.dtype == torch.float64
     assert torch.allclose(on_host, on_device, rtol=1e-9, atol=1e-9)
     assert float(on_host.diagonal(dim1=-2, dim2=-1).max()) > 100  # the clip at 1e-3 acted
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_posterior_constructed_directly_lives_on_the_device_it_was_given(name):
+    """``Cls(spec, device="cuda")`` moves the finished posterior, as ``make_posterior`` does (it used to
+    stay on the host)."""
+    from uncertain_agents.network import MLPSpec
+    from uncertain_agents.registry import POSTERIORS
+
+    post = POSTERIORS.get(name)(MLPSpec(3, 2, (8,)), "gaussian", device="cuda", seed=0)
+    assert post.device.type == "cuda"
+    assert all(p.device.type == "cuda" for p in post.parameters())
+    ref = ua.make_posterior(name, in_dim=3, out_dim=2, hidden=(8,), device="cuda", seed=0)
+    for (k, a), (_, b) in zip(post.state_dict().items(), ref.state_dict().items()):
+        assert torch.equal(a, b), k

@@ -192,3 +192,60 @@ def test_a_record_appended_after_a_cut_line_stays_whole(tmp_path, monkeypatch):
     broken.write_text('{"a": 1}\n{"a": 2, "x"{"a": 3}\n{"a": 4}\n')  # a whole line that is not JSON
     with pytest.raises(ValueError, match=r"broken\.jsonl: line 2 is not a JSON record"):
         read_records(broken)
+
+
+# ------------------------------------------------------------------ checks across keys, threads
+@pytest.mark.data
+def test_a_split_the_data_set_lacks_fails_before_any_cell(tmp_path):
+    from uncertain_agents.datasets import data_dir
+    from uncertain_agents.datasets.uci import UCIDataset
+
+    if not (data_dir() / "uci" / "bostonHousing" / "data.txt").is_file():
+        pytest.skip("the UCI data folder is not here (set UNCERTAIN_AGENTS_DATA)")
+    n = UCIDataset("bostonHousing").n_splits
+    spec = {"name": "bad-split", "kind": "regress", "settings": {"dataset": "bostonHousing", "epochs": 1},
+            "cross": {"split": [0, n]}, "methods": [{"posterior": "map"}]}
+    with pytest.raises(ValueError, match=rf"split {n} of 'bostonHousing' does not exist: the data set has {n}"):
+        run_grid(spec, tmp_path / "grid")
+    assert not (tmp_path / "grid").exists()  # nothing ran, no folder
+
+
+def test_a_serial_grid_gives_the_torch_thread_count_back(tmp_path):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        run = run_grid(small_spec(), tmp_path / "grid", threads=1)
+        assert run.finished == run.total > 0
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_cached_classifier_is_keyed_by_the_thread_count(tmp_path, monkeypatch):
+    """Training with another thread count rounds differently: its classifier is not the cell's."""
+    import torch
+
+    import uncertain_agents as ua
+    from uncertain_agents.grid import jobs
+
+    monkeypatch.setenv(jobs.TRAINED_CACHE_ENV, str(tmp_path / "cache"))
+    cell = {"method": {"posterior": "map", "options": {}}, "dataset": "digits", "seed": 0, "hidden": [4],
+            "epochs": 1, "batch_size": 8, "lr": None, "device": "cpu"}
+    trained = []
+
+    def train():
+        trained.append(torch.get_num_threads())
+        return ua.make_posterior("map", in_dim=2, out_dim=3, hidden=(4,), likelihood="categorical", seed=0), 1.5
+
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2, 1, 2):
+            torch.set_num_threads(threads)
+            post, seconds = jobs._cached_training(cell, train)
+            assert seconds == 1.5 and post.kind == "categorical"
+    finally:
+        torch.set_num_threads(before)
+    assert trained == [1, 2]  # trained once per thread count, then loaded
+    assert len(list((tmp_path / "cache").glob("*.pt"))) == 2

@@ -223,3 +223,18 @@ def test_an_absurd_learning_rate_leaves_no_steps_behind():
         post.fit(x, y, steps=200, lr=1e8)
     assert int(post.steps_trained) < 200
     assert math.isfinite(float(post.predict(x[:3], n_samples=4).mean.abs().max()))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+def test_a_directly_constructed_posterior_checks_its_device():
+    """``Cls(spec, device=...)`` is checked like ``make_posterior``'s ``device`` (it used to be stored and
+    ignored: the posterior stayed on the host whatever was asked)."""
+    from uncertain_agents.network import MLPSpec
+    from uncertain_agents.posteriors.mfvi import MeanFieldVI
+
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        MeanFieldVI(MLPSpec(3, 2, (8,)), device="cuda")
+    with pytest.raises(ValueError, match="device must be"):
+        MeanFieldVI(MLPSpec(3, 2, (8,)), device="tpu")
+    post = MeanFieldVI(MLPSpec(3, 2, (8,)), device="cpu", seed=0)
+    assert post.device.type == "cpu" and "_init_depth" in post.__dict__ and post.__dict__["_init_depth"] == 0

@@ -79,8 +79,8 @@ def check_device(value, name: str = "device") -> torch.device:
     return device
 
 
-#: Seeds are whole numbers in ``[0, MAX_SEED]``: numpy's generators refuse negative seeds, and a posterior
-#: derives its device generators' seeds as ``seed + 1``, which must still fit torch's 64-bit seed.
+#: Seeds are whole numbers in ``[0, MAX_SEED]``: numpy's generators refuse negative seeds, and the run
+#: seeds in ``seed + trial`` / ``seed + split`` must still fit torch's 64-bit seed.
 MAX_SEED = 2**63 - 1
 
 

@@ -6,6 +6,7 @@ import numbers
 
 import numpy as np
 
+from ..seeding import AGENT_STREAM_KEY
 from ..validation import ArrayLike, check_seed
 
 
@@ -86,13 +87,6 @@ class Agent:
         return float(reward)
 
 
-#: Spawn key that keeps an agent's numpy stream apart from an environment's. gymnasium seeds
-#: ``env.reset(seed=s)`` with ``SeedSequence(s)``, which is what ``np.random.default_rng(s)`` uses,
-#: so an agent seeded with the trial's own seed drew the environment's very bits: Uniform's first
-#: 256 mushroom decisions ate exactly when the mushroom came from the poisonous half of the data
-#: file, inflating the Uniform regret that normalises every result by 5% at 3,000 mushroom
-#: decisions (docs/bandits.md, "Uniform's stream"). A spawn key cannot collide with any int seed.
-AGENT_STREAM_KEY: int = 0x5A67
 
 
 def make_rng(seed: int | None) -> np.random.Generator:

@@ -363,8 +363,8 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
     """Thompson sampling with ``posterior`` for ``len(trial_seeds)`` trials in lock step, one
     trial-batched model (:func:`~.lockstep.run_bandit_trials`), under ``protocol`` with the same
     settings :func:`make_agent` would use; trial ``r``'s environment is seeded by
-    ``trial_seeds[r]``, the posterior by ``trial_seeds[0]`` and the decisions' draws by
-    ``trial_seeds[0] + 1``. Returns one :func:`~.run.run_bandit` frame per trial; ``checkpoint(decisions,
+    ``trial_seeds[r]``, the posterior and the decisions' draws by ``trial_seeds[0]`` (their own
+    streams, :mod:`uncertain_agents.seeding`). Returns one :func:`~.run.run_bandit` frame per trial; ``checkpoint(decisions,
     cumulative_regret[R])`` hears the partial results every ``progress_every`` decisions."""
     from ..posteriors.trials import make_trial_posterior
     from .lockstep import run_bandit_trials
@@ -382,7 +382,7 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
         train_steps=proto.steps_for(method) if train_steps is None else train_steps,
         batch_size=proto.batch_size if batch_size is None else batch_size,
         initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
-        lr=proto.lr_for(method) if lr is None else lr, seed=trial_seeds[0] + 1, progress=progress,
+        lr=proto.lr_for(method) if lr is None else lr, seed=trial_seeds[0], progress=progress,
         progress_every=progress_every, checkpoint=checkpoint)
 
 

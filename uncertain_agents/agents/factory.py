@@ -72,7 +72,7 @@ def _posterior_agent(cls: type) -> Callable[[AgentSettings], Agent]:
         post = make_posterior(method, in_dim=s.context_dim, out_dim=s.n_actions, hidden=s.hidden,
                               activation=s.activation, likelihood="gaussian", device=s.device, seed=s.seed,
                               **options)
-        return cls(post, s.n_actions, lr=s.lr, seed=None if s.seed is None else s.seed + 1, **s.schedule)
+        return cls(post, s.n_actions, lr=s.lr, seed=s.seed, **s.schedule)
 
     return build
 

@@ -32,6 +32,7 @@ import pandas as pd
 import torch
 
 from ..posteriors.trials import TrialBatched
+from ..seeding import AGENT_DRAWS_KEY, stream_seed
 from ..validation import check_positive_float, check_positive_int, check_seed
 from .neural import BANDIT_PRIOR_STD
 from .protocols import DEFAULT_INITIAL_PULLS
@@ -132,8 +133,8 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         steps: decisions per trial.
         train_every, train_steps, batch_size, initial_pulls, lr, reward_scale, prior_std: as
             :class:`~.neural.PosteriorAgent` (the same unit and prior handling before the first fit).
-        seed: seeds the generator the decisions' functions are drawn from (``None``: the
-            posterior's own).
+        seed: seeds the generator the decisions' functions are drawn from, as
+            :class:`~.neural.PosteriorAgent` does (``None``: the posterior's own).
         progress: called with the number of decisions just completed, summed over trials.
         checkpoint: called with the decisions done so far and every trial's cumulative regret
             (``[R]``) at the same points as ``progress`` (partial results of a long run).
@@ -182,7 +183,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0,
                             y_scale=check_positive_float(reward_scale, "reward_scale"))
     generator = (posterior.generator() if seed is None
-                 else torch.Generator(device=posterior.device).manual_seed(seed))
+                 else torch.Generator(device=posterior.device).manual_seed(stream_seed(seed, AGENT_DRAWS_KEY)))
     rows = _DeviceRows(R, d, n_actions, posterior.device)
     actions = np.empty((R, steps), dtype=np.int64)
     rewards = np.empty((R, steps))

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..posteriors.base import FitResult, Posterior
+from ..seeding import AGENT_DRAWS_KEY, stream_seed
 from ..validation import check_positive_float, check_positive_int
 from .base import Agent
 from .history import History
@@ -44,7 +45,9 @@ class PosteriorAgent(Agent):
         prior_std: weight prior the agent gives a posterior that still has the regression
             default (``1/sqrt(fan_in)`` in standardised units); default
             :data:`BANDIT_PRIOR_STD`. A prior chosen by the user is kept.
-        seed: seeds the agent's draws from the posterior.
+        seed: seeds the agent's draws from the posterior: a stream of its own,
+            ``seeding.stream_seed(seed, AGENT_DRAWS_KEY)``, apart from the posterior's streams even when
+            both get the same seed (``None``: the posterior's own generator).
 
     Before the first fit the agent fixes the posterior's training units (unless they are
     already fixed): ``posterior.set_prior_std(prior_std)`` when its prior is the default,
@@ -89,7 +92,7 @@ class PosteriorAgent(Agent):
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
             raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
         self.generator = (posterior.generator() if seed is None
-                          else torch.Generator(device=posterior.device).manual_seed(int(seed)))
+                          else torch.Generator(device=posterior.device).manual_seed(stream_seed(seed, AGENT_DRAWS_KEY)))
         self.history = History(self.context_dim)
         self.functions: HostFunctions | None = None
         self.n_fits = 0

@@ -75,6 +75,8 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         threads = max(1, cores // workers)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    if spec.job.check_cells is not None:  # e.g. a split the data set lacks fails now, not when its cell runs
+        spec.job.check_cells(cells)
     out = Path(out)
     if spec.reference:  # a missing CSV fails now, not after every cell has run (see grid_table)
         reference_csv(spec.reference, Path(spec.source).parent if spec.source else out)

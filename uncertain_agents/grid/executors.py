@@ -39,9 +39,15 @@ Report = Callable[[dict, dict], None]
 def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: int = 1) -> None:
     """Serial when ``workers == 1``, else a pool of ``workers`` processes (spawned, so no
     torch thread pool is inherited; they stop if this process dies, see :mod:`..workers`)."""
-    if workers == 1:
-        for cell in cells:
-            report(cell, execute_cell(cell, threads))
+    if workers == 1:  # in this process: give its torch thread count back afterwards
+        import torch
+
+        before = torch.get_num_threads()
+        try:
+            for cell in cells:
+                report(cell, execute_cell(cell, threads))
+        finally:
+            torch.set_num_threads(before)
         return
     from concurrent.futures import as_completed
 

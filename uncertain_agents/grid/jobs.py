@@ -41,6 +41,9 @@ class Job:
     #: keys a spec may set that are *not* written into cells that leave them out (added after
     #: cells were stored, so those keep their names); ``{key: value used when absent}``
     optional: dict = field(default_factory=dict)
+    #: ``check_cells(cells)``: checks that need several keys or the data (e.g. a UCI split that the
+    #: data set does not have), run by ``run_grid`` before any cell; ``ValueError`` names the cell
+    check_cells: Callable[[list[dict]], None] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -137,6 +140,25 @@ def _uci_name(value: str, where: str) -> str:
         return resolve_uci_name(value)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
+
+
+def _uci_splits_exist(cells: list[dict]) -> None:
+    """Every regression cell's ``split`` is one the data set has (``n_splits``), checked where the
+    data can be read here (a Ray cluster may hold data this machine lacks: then the cell reports it)."""
+    from ..datasets import DataNotFoundError
+    from ..datasets.uci import UCIDataset
+
+    counts: dict[str, int | None] = {}
+    for cell in cells:
+        name = cell["dataset"]
+        if name not in counts:
+            try:
+                counts[name] = UCIDataset(name).n_splits
+            except DataNotFoundError:
+                counts[name] = None
+        if counts[name] is not None and cell["split"] >= counts[name]:
+            raise ValueError(f"split {cell['split']} of {name!r} does not exist: the data set has "
+                             f"{counts[name]} standard splits (0–{counts[name] - 1})")
 
 
 def _one_of(options: tuple[str, ...], resolve=None):
@@ -270,7 +292,7 @@ def _cached_training(cell: dict, train):
     """``train()`` -> ``(posterior, seconds)``, through the cache named by
     ``$UNCERTAIN_AGENTS_TRAINED_CACHE`` when it is set: the trained classifier is saved there
     under the hash of its training configuration (method with options, data, seed, network,
-    schedule, device), and a cell of another attack spec with the same training loads it
+    schedule, device, torch threads), and a cell of another attack spec with the same training loads it
     instead of training again (``seconds`` is then the recorded training time). Training is
     seeded, so a cached classifier is the one the cell would have trained; the cache never
     changes a cell's name or its metrics, only the time it takes."""
@@ -283,14 +305,19 @@ def _cached_training(cell: dict, train):
     folder = os.environ.get(TRAINED_CACHE_ENV)
     if not folder:
         return train()
-    key = cell_hash({k: cell[k] for k in TRAINING_KEYS})
+    import torch
+
+    # the thread count too: a float sum split over another number of threads rounds differently, so
+    # a classifier trained with 2 threads is not bit for bit the one a 1-thread cell trains
+    training = {**{k: cell[k] for k in TRAINING_KEYS}, "threads": torch.get_num_threads()}
+    key = cell_hash(training)
     model, record = Path(folder) / f"{key}.pt", Path(folder) / f"{key}.json"
     if model.is_file() and record.is_file():
         return load_posterior(model, map_location=cell["device"]), float(json.loads(record.read_text())["seconds"])
     post, seconds = train()
     model.parent.mkdir(parents=True, exist_ok=True)
     post.save(model)
-    atomic_write_text(record, json.dumps({"seconds": seconds, "training": {k: cell[k] for k in TRAINING_KEYS}}))
+    atomic_write_text(record, json.dumps({"seconds": seconds, "training": training}))
     return post, seconds
 
 
@@ -318,7 +345,8 @@ JOBS: dict[str, Job] = {
                "lr": OPT_FLOAT, "n_samples": INT, "seed": INT, "device": STR},
         replicate="split", run=run_regress, check_method=_posterior_method,
         choices={"dataset": _uci_name, "split": _non_negative, "epochs": _positive, "batch_size": _positive,
-                 "lr": _positive, "n_samples": _positive}),
+                 "lr": _positive, "n_samples": _positive},
+        check_cells=_uci_splits_exist),
     "bandit": Job(
         "bandit",
         defaults={"env": "wheel", "delta": 0.95, "steps": 2000, "trial": 0, "seed": 0, "protocol": "default",

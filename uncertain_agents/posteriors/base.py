@@ -14,6 +14,7 @@ state, ``fit``'s entry point, sampling, prediction and saving.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -27,7 +28,8 @@ from ..function_sample import FunctionSample
 from ..likelihoods import make_likelihood
 from ..network import MLPSpec
 from ..predictive import Predictive
-from ..validation import ArrayLike, check_inputs, check_positive_float, check_positive_int, check_seed
+from ..seeding import POSTERIOR_INIT_KEY, POSTERIOR_TRAIN_KEY, stream_seed
+from ..validation import ArrayLike, check_device, check_inputs, check_positive_float, check_positive_int, check_seed
 from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
@@ -127,9 +129,8 @@ class Posterior(TrainingUnits, nn.Module):
         self.config: dict = {}
         self._generators: dict[str, torch.Generator] = {}
         self.optimizer_set = OptimizerSet()
-        self._init_generator = torch.Generator().manual_seed(self.seed if self.seed is not None
-                                                             else int(torch.randint(2**62, ()).item()))
-        self._requested_device = torch.device(device)
+        self._init_generator = torch.Generator().manual_seed(self._stream_seed(POSTERIOR_INIT_KEY))
+        self._requested_device = check_device(device)
 
     # ------------------------------------------------------- training protocol
     #: The stages of training (see :class:`~.training.Phase`); one phase for most methods.
@@ -188,14 +189,42 @@ class Posterior(TrainingUnits, nn.Module):
         """The device the posterior's parameters and buffers live on."""
         return self.prior_std.device
 
+    def __init_subclass__(cls, **kwargs):
+        """Every method's ``__init__`` builds its state on the CPU (seeded initialisation is the same
+        on every device); when the outermost ``__init__`` of a construction returns, the posterior
+        moves to the ``device`` it was asked for, so ``MeanFieldVI(spec, device="cuda")`` lives on
+        the GPU as ``make_posterior(..., device="cuda")`` does."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        @functools.wraps(init)
+        def init_then_move(self, *args, **kw):
+            depth = self.__dict__.get("_init_depth", 0)
+            self.__dict__["_init_depth"] = depth + 1
+            try:
+                init(self, *args, **kw)
+            finally:
+                self.__dict__["_init_depth"] = depth
+            if depth == 0 and self._requested_device != self.device:
+                self.to(self._requested_device)
+
+        cls.__init__ = init_then_move
+
+    def _stream_seed(self, stream: int) -> int:
+        """The torch seed of this posterior's stream ``stream`` (:mod:`uncertain_agents.seeding`):
+        derived from ``seed``, or fresh when the posterior is unseeded."""
+        if self.seed is None:
+            return int(torch.randint(2**62, ()).item())
+        return stream_seed(self.seed, stream)
+
     def generator(self, device=None) -> torch.Generator:
         """The posterior's own seeded generator for ``device`` (default: its device)."""
         device = torch.device(device or self.device)
         key = str(device)
         if key not in self._generators:
-            g = torch.Generator(device=device)
-            base = self.seed if self.seed is not None else int(torch.randint(2**62, ()).item())
-            g.manual_seed(base + 1)
+            g = torch.Generator(device=device).manual_seed(self._stream_seed(POSTERIOR_TRAIN_KEY))
             self._generators[key] = g
         return self._generators[key]
 

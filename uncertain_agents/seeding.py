@@ -1,0 +1,37 @@
+"""Independent random streams from one user seed.
+
+A run is seeded by one int (a trial's or a split's seed), and several parts of it draw random
+numbers: a posterior's initialisation, its training (minibatches, noise), a bandit agent's
+draws of functions, the environment. Seeding them ``seed``, ``seed + 1``, … makes streams
+collide — within a run (an agent seeded ``s + 1`` drew the very numbers of its posterior's
+training stream, also seeded ``s + 1``) and between runs (trial ``s``'s training stream was trial
+``s + 1``'s initialisation). Each part instead seeds its generator with
+:func:`stream_seed` ``(seed, STREAM)``: numpy's ``SeedSequence(seed, spawn_key=(STREAM,))``, whose
+streams for different ``(seed, STREAM)`` pairs are independent (and apart from the plain
+``SeedSequence(seed)`` that gymnasium's ``env.reset(seed=seed)`` uses).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_seed"]
+
+#: numpy agents' own draws (Uniform's arms, LinFullPost's samples; ``agents.base.make_rng``). Seeded with
+#: the trial's seed alone they drew the environment's very bits (gymnasium's ``SeedSequence(s)``): Uniform,
+#: the normaliser of every regret, ate exactly the poisonous half of the mushroom file (docs/bandits.md).
+AGENT_STREAM_KEY: int = 0x5A67
+#: a posterior agent's (Thompson sampling, Greedy) draws of functions, a torch generator.
+AGENT_DRAWS_KEY: int = 0x5A68
+#: a posterior's initialisation (``Posterior._init_generator``).
+POSTERIOR_INIT_KEY: int = 0x1A17
+#: a posterior's training and default sampling stream (``Posterior.generator()``).
+POSTERIOR_TRAIN_KEY: int = 0x7A19
+
+
+def stream_seed(seed: int, stream: int) -> int:
+    """A 63-bit torch seed for part ``stream`` of a run seeded ``seed`` (a checked int ≥ 0).
+
+    Different ``(seed, stream)`` pairs give independent streams; the same pair always the same.
+    """
+    state = np.random.SeedSequence(int(seed), spawn_key=(int(stream),)).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])
