@@ -5,7 +5,7 @@ stream gymnasium gives an environment reset with ``seed=s`` (``SeedSequence(s)``
 trial seeds both with its own seed. Uniform's first decisions then followed the environment's
 draws (on mushroom it ate exactly the mushrooms from the poisonous half of the data file), so
 the Uniform regret that normalises every result was off. Today's agents draw from
-``SeedSequence(s, spawn_key=(AGENT_STREAM_KEY,))`` (``uncertain_agents.agents.base.make_rng``).
+``SeedSequence(s, spawn_key=(AGENT_STREAM_KEY,))`` (``uncertain_agents.agents.base.make_rng``; the key is in ``uncertain_agents.seeding``).
 This script runs an agent both ways on the same trials (same environment draws) and prints the
 paired difference of the cumulative regret::
 
