@@ -20,7 +20,8 @@ from torch import Tensor, nn
 import torch.nn.functional as F
 
 from uncertain_agents.posteriors.base import Posterior
-from uncertain_agents.validation import check_positive_int
+from uncertain_agents.seeding import ATTACK_FUNCTIONS_KEY, stream_seed
+from uncertain_agents.validation import check_positive_int, check_seed
 
 
 def check_classifier(posterior) -> Posterior:
@@ -33,11 +34,14 @@ def check_classifier(posterior) -> Posterior:
     return posterior
 
 
-def make_generator(seed, device) -> torch.Generator:
-    """A fresh generator on ``device`` seeded with ``seed`` (an int)."""
+def make_generator(seed, device, stream: int) -> torch.Generator:
+    """A fresh generator on ``device`` for part ``stream`` of an attack seeded ``seed`` (an int ≥ 0):
+    ``uncertain_agents.seeding.stream_seed(seed, stream)``, so the attacker's and the scorer's
+    functions of one seed, and those of neighbouring seeds, never share random numbers."""
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    return torch.Generator(device=torch.device(device)).manual_seed(int(seed))
+    seed = check_seed(seed)
+    return torch.Generator(device=torch.device(device)).manual_seed(stream_seed(seed, stream))
 
 
 class PredictiveLogits(nn.Module):
@@ -46,7 +50,8 @@ class PredictiveLogits(nn.Module):
     Args:
         posterior: a classifier (``likelihood="categorical"``); never moved or modified.
         n_samples: ``S``, functions averaged per forward pass.
-        seed: seeds the adapter's own generator (on the posterior's device).
+        seed: seeds the adapter's own generator (on the posterior's device; its stream
+            ``ATTACK_FUNCTIONS_KEY`` of :mod:`uncertain_agents.seeding`).
         resample: draw fresh functions on every forward pass (a stochastic model, as
             the attacker of a Monte-Carlo predictive sees it); ``False`` draws them once
             at construction, making the module a fixed deterministic function.
@@ -65,7 +70,7 @@ class PredictiveLogits(nn.Module):
         self.resample = resample
         # object.__setattr__ keeps the posterior out of nn.Module's registry of children.
         object.__setattr__(self, "_posterior", posterior)
-        self.generator = make_generator(seed, posterior.device)
+        self.generator = make_generator(seed, posterior.device, ATTACK_FUNCTIONS_KEY)
         self._fixed = None if resample else posterior.sample(self.n_samples, generator=self.generator)
         self.eval()
 

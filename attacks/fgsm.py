@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 import torch
 
+from uncertain_agents.seeding import ATTACK_SCORER_KEY
 from uncertain_agents.validation import check_positive_int
 
 from .adapter import PredictiveLogits, check_classifier, foolbox_model, make_generator
@@ -32,7 +33,8 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
         epsilons: L∞ perturbation sizes (default ``0, 0.02, …, 0.5``).
         n_samples: functions averaged by the attacked predictive.
         eval_samples: fresh functions used to re-score each batch (default ``n_samples``).
-        seed: seeds the attacker's and the scorer's generators.
+        seed: seeds the attacker's and the scorer's generators (their own streams of it,
+            :mod:`uncertain_agents.seeding`).
         batch_size: rows attacked at once (bounds memory).
         return_adversarials: also return ``{ε: x_adv[N, in_dim]}``.
 
@@ -63,7 +65,7 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
                 adversarials[i].append(clipped[i].detach())
                 success[i].append(ok[i].detach())
 
-    scorer = make_generator(seed + 1, posterior.device)
+    scorer = make_generator(seed, posterior.device, ATTACK_SCORER_KEY)
     clean = uncertainty_scores(rescore(posterior, x, n_samples=eval_samples, generator=scorer))
     rows_out, adv_by_eps = [], {}
     for i, e in enumerate(eps):
@@ -85,7 +87,7 @@ def clean_accuracy(posterior, x, y, *, n_samples: int = 20, seed: int = 0) -> fl
     x = check_images(x, posterior)
     y = check_labels(y, x.shape[0], posterior.spec.out_dim, posterior.device)
     pred = rescore(posterior, x, n_samples=check_positive_int(n_samples, "n_samples"),
-                   generator=make_generator(seed, posterior.device))
+                   generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))
     return float((pred.probs.argmax(-1) == y).float().mean())
 
 

@@ -17,6 +17,7 @@ import numbers
 import pandas as pd
 import torch
 
+from uncertain_agents.seeding import ATTACK_SCORER_KEY
 from uncertain_agents.validation import check_positive_int
 
 from .adapter import PredictiveLogits, check_classifier, foolbox_model, make_generator
@@ -40,7 +41,8 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
         n_samples: functions averaged by the attacked predictive at each step.
         eval_samples: fresh functions used to re-score each step (default ``n_samples``).
         epsilon: optional L∞ radius around the clean input to project onto.
-        seed: seeds the attacker's and the scorer's generators.
+        seed: seeds the attacker's and the scorer's generators (their own streams of it,
+            :mod:`uncertain_agents.seeding`).
         batch_size: rows attacked at once (bounds memory).
         return_adversarials: also return the final ``x_adv[M, in_dim]`` and kept rows.
 
@@ -64,7 +66,7 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
     epsilon = None if epsilon is None else check_positive_number(epsilon, "epsilon")
     batch_size = check_positive_int(batch_size, "batch_size")
 
-    scorer = make_generator(seed + 1, posterior.device)
+    scorer = make_generator(seed, posterior.device, ATTACK_SCORER_KEY)
     if y is None:
         y = rescore(posterior, x, n_samples=eval_samples, generator=scorer).probs.argmax(-1)
     y = check_labels(y, x.shape[0], n_classes, posterior.device)

@@ -7,7 +7,7 @@ at the end (docs/bandits.md, "The library's defaults at 10,000 steps").
     UNCERTAIN_AGENTS_DATA=../shared/data python experiments/avb_mushroom_long.py "{'noise_floor': 0.01}" 0 8500 500
 
 Arguments: posterior options (a Python dict literal), trial (environment seed; posterior seed =
-trial, agent seed = trial + 1, as the bandit tables), decisions, and optionally ``every``: print
+trial, agent seed = trial, as the bandit tables), decisions, and optionally ``every``: print
 a trace line every ``every`` decisions — cumulative regret, the learned noise std per arm, the
 learned prior scale, how often Thompson sampling would eat edible and poisonous mushrooms (over
 all 8,124, 100 sampled functions), the mean of "eat − don't eat" on each kind and its spread

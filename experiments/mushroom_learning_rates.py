@@ -9,7 +9,7 @@ std stays near its start (0.5 reward units) while the eaten poisonous mushrooms 
 This script gives the two parameter groups their own learning-rate multiples (through the
 public training hooks: ``optimizer_groups`` / ``training_step``), everything else the
 defaults of the plug-in matrix's mushroom protocol (3,000 decisions; trial t: environment
-seed t, posterior seed t, agent seed t + 1), and prints per-trial normalised regret
+seed t, posterior seed t, agent seed t), and prints per-trial normalised regret
 (100 × regret / Uniform's on the same rounds). ``--trace T`` prints, every 100 decisions
 of trial T, the learned noise stds, how often Thompson sampling would eat edible and
 poisonous mushrooms (over all 8,124 mushrooms, 100 sampled functions), and the mean and

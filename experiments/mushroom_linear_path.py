@@ -14,7 +14,7 @@ held at the identity (their means fixed, their stds at 1e-4, their gradients zer
 output weights of those units are then a linear model in ``x`` with the same ``N(0, 1)`` prior,
 mean-field posterior and training as every other weight. Everything else is the plug-in
 protocol (3,000 decisions, ``ThompsonSampling`` defaults; trial t: environment and posterior
-seed t, agent seed t + 1), paired with the library's ``mfvi`` on the same trials.
+seed t, agent seed t), paired with the library's ``mfvi`` on the same trials.
 
     UNCERTAIN_AGENTS_DATA=../shared/data OMP_NUM_THREADS=1 \\
         python experiments/mushroom_linear_path.py --first-trial 5 --trials 20

@@ -2,7 +2,7 @@
 
 Each setting is one ``(posterior options, agent options)`` pair; every setting runs the
 plug-in matrix's mushroom protocol (3,000 decisions, trials 0–4 unless ``--first-trial``/``--trials`` say otherwise: environment seed t,
-posterior seed t, agent seed t + 1) and prints the per-trial normalised regret
+posterior seed t, agent seed t) and prints the per-trial normalised regret
 (100 × regret / Uniform's on the same rounds) with its mean ± s.e. The ``default`` setting
 reproduces the plug-in matrix's cell exactly (docs/plug_in.md).
 

@@ -2,7 +2,7 @@
 
 Runs the plug-in matrix's mushroom protocol (3,000 decisions, trials 0–4 unless ``--first-trial``
 says otherwise: environment seed t,
-posterior seed t, agent seed t + 1; reference agents ``make_agent(name, ..., seed=t)``) and
+posterior seed t, agent seed t; reference agents ``make_agent(name, ..., seed=t)``) and
 prints, per agent, the mean over trials of the regret in windows of 250 decisions, split into
 edible mushrooms left uneaten and poisonous ones eaten. For Thompson sampling it then scores
 the final posterior on all 8,124 mushrooms of the data set (200 sampled functions): how many
@@ -51,7 +51,7 @@ def build_agent(name: str, trial: int, env, protocol: str = "default"):
     """Thompson sampling over posterior ``name``, or the reference agent ``agent:<name>``, sized from ``env``.
 
     Under ``protocol="default"`` the plug-in matrix's construction (posterior seed t, agent seed
-    t + 1); under a paper preset ``experiments/bandit_table.py``'s (``make_agent`` with seed t)."""
+    t, its own stream); under a paper preset ``experiments/bandit_table.py``'s (``make_agent`` with seed t)."""
     n_arms, dim = int(env.action_space.n), int(env.observation_space.shape[0])
     if protocol != "default":
         if name.startswith(REFERENCE_PREFIX):

@@ -54,6 +54,9 @@ def mfvi(digits):
 # ------------------------------------------------------------------ adapter
 @pytest.mark.parametrize("resample", [False, True])
 def test_adapter_gradient_is_gradient_of_mc_predictive_nll(mfvi, digits, resample):
+    from attacks.adapter import make_generator
+    from uncertain_agents.seeding import ATTACK_FUNCTIONS_KEY
+
     _, _, x, y = digits
     x, y = x[:16], y[:16]
     S, seed = 7, 3
@@ -63,7 +66,7 @@ def test_adapter_gradient_is_gradient_of_mc_predictive_nll(mfvi, digits, resampl
     value, grad = ep.value_and_grad(loss_fn, ep.astensor(x.clone()))
 
     # the same S functions by hand: -Σ_n log (1/S) Σ_s softmax(f_s(x_n))[y_n]
-    fs = mfvi.sample(S, generator=torch.Generator().manual_seed(seed))
+    fs = mfvi.sample(S, generator=make_generator(seed, "cpu", ATTACK_FUNCTIONS_KEY))  # the adapter's stream
     xr = x.clone().requires_grad_(True)
     p_mean = torch.softmax(fs(xr), -1).mean(0)
     nll = -torch.log(p_mean.gather(1, y[:, None])).sum()
@@ -258,3 +261,22 @@ def test_attack_on_cuda(digits):
     steps = targeted_ifgsm(post, x[:50], y[:50], steps=2, n_samples=4)
     assert len(steps) == 3 and post.device.type == "cuda"
     assert math.isfinite(steps["auroc_entropy"].iloc[-1])
+
+
+def test_attack_streams_of_neighbouring_seeds_are_apart():
+    """The scorer of seed s used to be seeded s + 1: the very functions the attacker of seed s + 1 drew."""
+    from attacks.adapter import make_generator
+    from uncertain_agents.seeding import ATTACK_FUNCTIONS_KEY, ATTACK_SCORER_KEY
+
+    post = ua.make_posterior("mfvi", in_dim=4, out_dim=3, hidden=(8,), likelihood="categorical", seed=0)
+    draws = {}
+    for s in (0, 1):
+        draws[s, "scorer"] = post.sample(10, generator=make_generator(s, "cpu", ATTACK_SCORER_KEY)).params
+        draws[s, "attacker"] = PredictiveLogits(post, 10, seed=s, resample=False)._fixed.params
+    values = list(draws.values())
+    assert all(not torch.equal(values[i], values[j]) for i in range(len(values)) for j in range(i))
+    assert torch.equal(PredictiveLogits(post, 10, seed=1, resample=False)._fixed.params, draws[1, "attacker"])
+    with pytest.raises(ValueError, match="seed must be in"):
+        make_generator(-1, "cpu", ATTACK_SCORER_KEY)
+    with pytest.raises(TypeError, match="seed must be an int"):
+        make_generator(1.0, "cpu", ATTACK_SCORER_KEY)

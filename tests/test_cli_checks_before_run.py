@@ -191,3 +191,20 @@ def test_bandit_per_trial_modes_stay_interchangeable(tmp_path, capsys):
     capsys.readouterr()
     assert main([*linear, "--parallel", "processes"]) == 0
     assert "already finished" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_run_folder_of_the_old_random_streams_is_not_resumed(tmp_path):
+    """A CLI run folder made before session 33 (no seeding key) is another run: resuming would mix streams."""
+    import json
+
+    from uncertain_agents.runs import RunFolder
+
+    RunFolder(tmp_path / "run", {"steps": 10})
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert saved["config"]["seeding"] == 2 and saved["manifest"]["seeding"] == 2
+    assert RunFolder(tmp_path / "run", {"steps": 10}).resumed
+    del saved["config"]["seeding"]
+    (tmp_path / "run" / "config.json").write_text(json.dumps(saved))
+    with pytest.raises(ValueError, match="random streams of seeding scheme 1"):
+        RunFolder(tmp_path / "run", {"steps": 10})
+    assert not RunFolder(tmp_path / "run", {"steps": 10}, force=True).resumed

@@ -249,3 +249,24 @@ def test_a_cached_classifier_is_keyed_by_the_thread_count(tmp_path, monkeypatch)
         torch.set_num_threads(before)
     assert trained == [1, 2]  # trained once per thread count, then loaded
     assert len(list((tmp_path / "cache").glob("*.pt"))) == 2
+
+
+def test_a_grid_made_with_the_old_random_streams_is_not_extended(tmp_path):
+    """Cells of seeding scheme 1 (before session 33) and today's would mix two sets of random numbers."""
+    from uncertain_agents.seeding import SEEDING_SCHEME
+
+    out = tmp_path / "grid"
+    spec = small_spec()
+    first = run_grid(spec, out, threads=1)
+    assert first.finished == first.total > 1
+    cells = sorted((out / "cells").glob("*.json"))
+    assert all(json.loads(p.read_text())["manifest"]["seeding"] == SEEDING_SCHEME for p in cells)
+    old = json.loads(cells[0].read_text())
+    del old["manifest"]["seeding"]  # as every cell written before session 33
+    cells[0].write_text(json.dumps(old))
+    again = run_grid(spec, out, threads=1)  # nothing left to run: the folder stays readable
+    assert again.finished == 0 and again.skipped == again.total
+    cells[1].unlink()
+    with pytest.raises(ValueError, match=r"1 finished cell\(s\) were made with the random streams of before"):
+        run_grid(spec, out, threads=1)
+    assert not cells[1].exists()  # refused before any cell ran

@@ -237,4 +237,30 @@ def test_a_directly_constructed_posterior_checks_its_device():
     with pytest.raises(ValueError, match="device must be"):
         MeanFieldVI(MLPSpec(3, 2, (8,)), device="tpu")
     post = MeanFieldVI(MLPSpec(3, 2, (8,)), device="cpu", seed=0)
-    assert post.device.type == "cpu" and "_init_depth" in post.__dict__ and post.__dict__["_init_depth"] == 0
+    assert post.device.type == "cpu"
+
+
+def test_a_posterior_moves_to_its_device_after_every_constructor_has_run(monkeypatch):
+    """The move happens once the whole construction is done, so state a mixin's ``__init__`` adds
+    after the method's own moves too (with per-class ``__init__`` wrappers it stayed on the host).
+    PyTorch's ``meta`` device stands in for CUDA, which this machine may not have."""
+    from torch import nn
+
+    import uncertain_agents.posteriors.base as base
+    from uncertain_agents.network import MLPSpec
+    from uncertain_agents.posteriors.mfvi import MeanFieldVI
+
+    monkeypatch.setattr(base, "check_device", lambda value, name="device": torch.device(value))
+
+    class ExtraScale:
+        def __init__(self, spec, likelihood="gaussian", **kw):
+            super().__init__(spec, likelihood, **kw)
+            self.log_scale = nn.Parameter(torch.zeros(spec.out_dim))
+
+    class ScaledVI(ExtraScale, MeanFieldVI):
+        name = "scaled-vi-test"
+
+    post = ScaledVI(MLPSpec(2, 3, (4,)), device="meta", seed=0)
+    assert {name: t.device.type for name, t in post.named_parameters()} == dict.fromkeys(
+        ["mean", "log_std", "log_scale", "likelihood.log_noise_std"], "meta")
+    assert all(b.device.type == "meta" for b in post.buffers())

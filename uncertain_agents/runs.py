@@ -176,7 +176,9 @@ def run_manifest(argv=None) -> dict:
 
     from . import __version__
 
-    return {"package_version": __version__, "git_commit": git_commit(),
+    from .seeding import SEEDING_SCHEME
+
+    return {"package_version": __version__, "git_commit": git_commit(), "seeding": SEEDING_SCHEME,
             "argv": list(sys.argv if argv is None else argv), "torch_version": torch.__version__,
             "python_version": platform.python_version(), "platform": platform.platform(),
             "cpu": processor_name(), "cpu_capability": cpu_capability(),
@@ -229,8 +231,11 @@ class RunFolder:
     UNITS = "units"
 
     def __init__(self, path, config: dict, *, force: bool = False) -> None:
+        from .seeding import SEEDING_SCHEME
+
         self.path = Path(path)
-        self.config = json.loads(json.dumps(config, default=str))
+        # the seeding scheme is part of what makes two runs the same run (uncertain_agents.seeding)
+        self.config = {**json.loads(json.dumps(config, default=str)), "seeding": SEEDING_SCHEME}
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -256,6 +261,10 @@ class RunFolder:
             return True
         if not force:
             what = "a different run" if previous is not None else "files that are not a run of this command"
+            if isinstance(previous, dict) and {**previous, "seeding": self.config["seeding"]} == self.config:
+                what = (f"this run made with the random streams of seeding scheme {previous.get('seeding', 1)} "
+                        f"(before session 33; today's is {self.config['seeding']}), whose results would mix with "
+                        f"today's")
             raise ValueError(f"{self.path} holds {what}; pass --force to replace it, or choose another --out")
         shutil.rmtree(self.path / self.UNITS, ignore_errors=True)
         return False

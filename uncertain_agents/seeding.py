@@ -14,7 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_seed"]
+__all__ = ["SEEDING_SCHEME", "AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "ATTACK_FUNCTIONS_KEY", "ATTACK_SCORER_KEY", "ATTACK_SUBSET_KEY",
+           "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_seed"]
+
+#: Version of how seeds become streams, recorded in every run's manifest and CLI run configuration:
+#: 1 = ``seed`` / ``seed + 1`` (before session 33), 2 = the spawn keys below. A run folder or grid
+#: made under another scheme is not resumed (its results would mix two sets of random numbers).
+SEEDING_SCHEME: int = 2
 
 #: numpy agents' own draws (Uniform's arms, LinFullPost's samples; ``agents.base.make_rng``). Seeded with
 #: the trial's seed alone they drew the environment's very bits (gymnasium's ``SeedSequence(s)``): Uniform,
@@ -22,6 +28,13 @@ __all__ = ["AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "POSTERIOR_INIT_KEY", "POSTERI
 AGENT_STREAM_KEY: int = 0x5A67
 #: a posterior agent's (Thompson sampling, Greedy) draws of functions, a torch generator.
 AGENT_DRAWS_KEY: int = 0x5A68
+#: an attack's functions (``attacks.PredictiveLogits``: what the attacker differentiates).
+ATTACK_FUNCTIONS_KEY: int = 0xA77A
+#: the fresh functions that re-score clean and adversarial inputs (``attacks.fgsm``, ``targeted_ifgsm``,
+#: ``clean_accuracy``); seeded ``seed + 1`` before session 33, the attacker's functions of seed ``seed + 1``.
+ATTACK_SCORER_KEY: int = 0xA77B
+#: the random subset of test images an attack run takes (``attacks.evaluate.attack_subset``).
+ATTACK_SUBSET_KEY: int = 0xA77C
 #: a posterior's initialisation (``Posterior._init_generator``).
 POSTERIOR_INIT_KEY: int = 0x1A17
 #: a posterior's training and default sampling stream (``Posterior.generator()``).

@@ -12,7 +12,7 @@ import torch
 
 from ..posteriors.base import FitResult, Posterior
 from ..seeding import AGENT_DRAWS_KEY, stream_seed
-from ..validation import check_positive_float, check_positive_int
+from ..validation import check_positive_float, check_positive_int, check_seed
 from .base import Agent
 from .history import History
 from .protocols import DEFAULT_INITIAL_PULLS
@@ -89,8 +89,7 @@ class PosteriorAgent(Agent):
                 posterior.set_prior_std(self.prior_std)
             posterior.use_bandit_defaults()
             posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=self.reward_scale)
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
-            raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+        seed = check_seed(seed)
         self.generator = (posterior.generator() if seed is None
                           else torch.Generator(device=posterior.device).manual_seed(stream_seed(seed, AGENT_DRAWS_KEY)))
         self.history = History(self.context_dim)

@@ -80,12 +80,14 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     out = Path(out)
     if spec.reference:  # a missing CSV fails now, not after every cell has run (see grid_table)
         reference_csv(spec.reference, Path(spec.source).parent if spec.source else out)
+    store = CellStore(out)
+    todo = [c for c in cells if not store.done(c)]
+    if todo:  # tables of a finished folder stay readable; only adding cells would mix streams
+        _check_seeding(store, [c for c in spec.cells() if store.done(c)], out)
     out.mkdir(parents=True, exist_ok=True)
     raw = {k: v for k, v in asdict(spec).items() if k != "source"}
     atomic_write_text(out / "grid.json", json.dumps(
         {"spec": raw, "source": spec.source, "cells": [cell_hash(c) for c in spec.cells()]}, indent=1))
-    store = CellStore(out)
-    todo = [c for c in cells if not store.done(c)]
     run = GridRun(len(cells), len(cells) - len(todo))
     manifest = run_manifest()
 
@@ -105,6 +107,19 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     else:
         run_local(todo, report, workers=workers, threads=threads)
     return run
+
+
+def _check_seeding(store: CellStore, finished: list[dict], out: Path) -> None:
+    """Refuse to add cells to a folder whose finished cells were made under another seeding scheme
+    (:data:`uncertain_agents.seeding.SEEDING_SCHEME`; cells without the key are scheme 1)."""
+    from ..seeding import SEEDING_SCHEME
+
+    other = [c for c in finished
+             if (store.load(c).get("manifest") or {}).get("seeding", 1) != SEEDING_SCHEME]
+    if other:
+        raise ValueError(f"{out}: {len(other)} finished cell(s) were made with the random streams of before session 33 "
+                         f"(seeding scheme 1, today's is {SEEDING_SCHEME}); new cells would mix the two. Run into "
+                         f"another folder, or delete the folder's cells/ to re-run them all")
 
 
 def select_cells(spec: GridSpec, only: list[str] | None = None, where: dict[str, list] | None = None) -> list[dict]:

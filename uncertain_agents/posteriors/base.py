@@ -14,7 +14,6 @@ state, ``fit``'s entry point, sampling, prediction and saving.
 """
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -61,7 +60,22 @@ def prior_std_vector(spec: MLPSpec, prior_std) -> Tensor:
     return torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std"))
 
 
-class Posterior(TrainingUnits, nn.Module):
+class _PlacedOnItsDevice(type):
+    """Metaclass of :class:`Posterior`: once a construction has finished — every ``__init__`` of
+    the class, its bases and any mixin — the posterior moves to the ``device`` it was given. Each
+    method builds its state on the CPU (a seeded initialisation is then the same on every device),
+    so ``MeanFieldVI(spec, device="cuda")`` lives on the GPU as ``make_posterior(..., device="cuda")``
+    does (before session 33 a class built directly stayed on the host)."""
+
+    def __call__(cls, *args, **kwargs):
+        post = super().__call__(*args, **kwargs)
+        requested = post.__dict__.get("_requested_device")
+        if requested is not None and requested != post.device:
+            post.to(requested)
+        return post
+
+
+class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
     """An approximate posterior over the weights of one MLP.
 
     Args:
@@ -188,29 +202,6 @@ class Posterior(TrainingUnits, nn.Module):
     def device(self) -> torch.device:
         """The device the posterior's parameters and buffers live on."""
         return self.prior_std.device
-
-    def __init_subclass__(cls, **kwargs):
-        """Every method's ``__init__`` builds its state on the CPU (seeded initialisation is the same
-        on every device); when the outermost ``__init__`` of a construction returns, the posterior
-        moves to the ``device`` it was asked for, so ``MeanFieldVI(spec, device="cuda")`` lives on
-        the GPU as ``make_posterior(..., device="cuda")`` does."""
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-
-        @functools.wraps(init)
-        def init_then_move(self, *args, **kw):
-            depth = self.__dict__.get("_init_depth", 0)
-            self.__dict__["_init_depth"] = depth + 1
-            try:
-                init(self, *args, **kw)
-            finally:
-                self.__dict__["_init_depth"] = depth
-            if depth == 0 and self._requested_device != self.device:
-                self.to(self._requested_device)
-
-        cls.__init__ = init_then_move
 
     def _stream_seed(self, stream: int) -> int:
         """The torch seed of this posterior's stream ``stream`` (:mod:`uncertain_agents.seeding`):
