@@ -43,6 +43,8 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "hidden10": ({"hidden": (10,)}, {}),
     "reward_scale5": ({}, {"reward_scale": 5.0}),
     "reward_scale15": ({}, {"reward_scale": 15.0}),
+    "reward_scale0.5": ({}, {"reward_scale": 0.5}),
+    "learn_prior": ({"learn_prior": True}, {}),
     "init_std0.01": ({"init_std": 0.01}, {}),
     "init_std0.03": ({"init_std": 0.03}, {}),
     "init_std0.05": ({"init_std": 0.05}, {}),
