@@ -20,7 +20,7 @@ from torch import Tensor, nn
 import torch.nn.functional as F
 
 from uncertain_agents.posteriors.base import Posterior
-from uncertain_agents.seeding import ATTACK_FUNCTIONS_KEY, stream_seed
+from uncertain_agents.seeding import ATTACK_FUNCTIONS_KEY, stream_generator
 from uncertain_agents.validation import check_positive_int, check_seed
 
 
@@ -41,7 +41,7 @@ def make_generator(seed, device, stream: int) -> torch.Generator:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
         raise TypeError(f"seed must be an int, got {type(seed).__name__}")
     seed = check_seed(seed)
-    return torch.Generator(device=torch.device(device)).manual_seed(stream_seed(seed, stream))
+    return stream_generator(seed, stream, device)
 
 
 class PredictiveLogits(nn.Module):

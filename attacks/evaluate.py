@@ -21,7 +21,7 @@ from uncertain_agents.datasets.images import ImageDataset
 from uncertain_agents.options import parse_posterior_spec
 from uncertain_agents.registry import load_posterior, make_posterior, resolve_name
 from uncertain_agents.runs import atomic_write_text
-from uncertain_agents.seeding import ATTACK_SUBSET_KEY, stream_seed
+from uncertain_agents.seeding import ATTACK_SUBSET_KEY, stream_generator
 from uncertain_agents.validation import check_positive_int, check_seed
 
 from .fgsm import DEFAULT_EPSILONS, clean_accuracy, fgsm
@@ -99,7 +99,7 @@ def attack_subset(data: ImageDataset, n: int | None, seed: int = 0) -> tuple[tor
     x, y = torch.as_tensor(data.x_test), torch.as_tensor(data.y_test)
     if n is None or n >= len(y):
         return x, y
-    idx = torch.randperm(len(y), generator=torch.Generator().manual_seed(stream_seed(check_seed(seed), ATTACK_SUBSET_KEY)))[:n]
+    idx = torch.randperm(len(y), generator=stream_generator(check_seed(seed), ATTACK_SUBSET_KEY))[:n]
     return x[idx], y[idx]
 
 

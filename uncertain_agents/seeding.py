@@ -13,9 +13,10 @@ streams for different ``(seed, STREAM)`` pairs are independent (and apart from t
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 __all__ = ["SEEDING_SCHEME", "AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "ATTACK_FUNCTIONS_KEY", "ATTACK_SCORER_KEY", "ATTACK_SUBSET_KEY",
-           "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_seed"]
+           "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_generator", "stream_seed"]
 
 #: Version of how seeds become streams, recorded in every run's manifest and CLI run configuration:
 #: 1 = ``seed`` / ``seed + 1`` (before session 33), 2 = the spawn keys below. A run folder or grid
@@ -48,3 +49,9 @@ def stream_seed(seed: int, stream: int) -> int:
     """
     state = np.random.SeedSequence(int(seed), spawn_key=(int(stream),)).generate_state(2, np.uint32)
     return (int(state[0]) << 31) ^ int(state[1])
+
+
+def stream_generator(seed: int, stream: int, device="cpu") -> torch.Generator:
+    """A torch generator on ``device`` for part ``stream`` of a run seeded ``seed``: seeded
+    :func:`stream_seed` ``(seed, stream)``."""
+    return torch.Generator(device=torch.device(device)).manual_seed(stream_seed(seed, stream))

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..posteriors.trials import TrialBatched
-from ..seeding import AGENT_DRAWS_KEY, stream_seed
+from ..seeding import AGENT_DRAWS_KEY, stream_generator
 from ..validation import check_positive_float, check_positive_int, check_seed
 from .neural import BANDIT_PRIOR_STD
 from .protocols import DEFAULT_INITIAL_PULLS
@@ -183,7 +183,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0,
                             y_scale=check_positive_float(reward_scale, "reward_scale"))
     generator = (posterior.generator() if seed is None
-                 else torch.Generator(device=posterior.device).manual_seed(stream_seed(seed, AGENT_DRAWS_KEY)))
+                 else stream_generator(seed, AGENT_DRAWS_KEY, posterior.device))
     rows = _DeviceRows(R, d, n_actions, posterior.device)
     actions = np.empty((R, steps), dtype=np.int64)
     rewards = np.empty((R, steps))

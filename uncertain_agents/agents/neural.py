@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..posteriors.base import FitResult, Posterior
-from ..seeding import AGENT_DRAWS_KEY, stream_seed
+from ..seeding import AGENT_DRAWS_KEY, stream_generator
 from ..validation import check_positive_float, check_positive_int, check_seed
 from .base import Agent
 from .history import History
@@ -91,7 +91,7 @@ class PosteriorAgent(Agent):
             posterior.set_units(x_loc=0.0, x_scale=1.0, y_loc=0.0, y_scale=self.reward_scale)
         seed = check_seed(seed)
         self.generator = (posterior.generator() if seed is None
-                          else torch.Generator(device=posterior.device).manual_seed(stream_seed(seed, AGENT_DRAWS_KEY)))
+                          else stream_generator(seed, AGENT_DRAWS_KEY, posterior.device))
         self.history = History(self.context_dim)
         self.functions: HostFunctions | None = None
         self.n_fits = 0
