@@ -32,7 +32,10 @@ QUICK="${GPU_SESSION_QUICK:-0}"
 LOG="$OUT/session.log"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-if ls .whl/*.whl >/dev/null 2>&1; then
+# a second session.sh started beside a first (GPU_SESSION_SKIP_INSTALL=1) reuses the first's /tmp/site
+if [ "${GPU_SESSION_SKIP_INSTALL:-0}" = 1 ] && [ -d /tmp/site ]; then
+  export PYTHONPATH="$PYTHONPATH:/tmp/site"
+elif ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
