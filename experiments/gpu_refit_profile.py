@@ -67,8 +67,10 @@ def profile_batched(method: str, trials: int, env_name: str, decisions: int, dev
     seconds = time.perf_counter() - t0
     text = io.StringIO()
     stats = pstats.Stats(profiler, stream=text)
-    # the fits the run made: the calls of the training loop (the first one after the warm-up pulls included)
-    refits = sum(v[1] for k, v in stats.stats.items() if k[2] == "run_training")
+    # the fits the run made: the calls of the trial-batched posterior's fit (the first one after the warm-up
+    # pulls included; it has its own training loop, so counting run_training's calls found none)
+    refits = sum(v[1] for k, v in stats.stats.items()
+                 if k[2] == "fit" and k[0].replace(os.sep, "/").endswith("posteriors/trials.py"))
     stats.sort_stats("tottime").print_stats(top)
     return {"method": method, "trials": trials, "env": env_name, "decisions": decisions, "refits": refits,
             "seconds": seconds, "ms_per_refit": 1e3 * seconds / max(refits, 1), "profile": text.getvalue()}

@@ -96,6 +96,17 @@ def test_split_steps():
         split_steps((Phase("a", 0.5),), 10)
     with pytest.raises(ValueError, match="on_refit"):
         Phase("a", on_refit="sometimes")
+    with pytest.raises(TypeError, match="graph_safe"):
+        Phase("a", graph_safe="no")
+
+
+def test_refined_vi_refines_outside_cuda_graphs():
+    """Its refinement resets the optimiser and sets a new rate per refinement step: that phase is never
+    captured (tests/test_cuda.py runs the capture itself), while its VI phase may be."""
+    from uncertain_agents import make_posterior
+
+    phases = make_posterior("refined-vi", in_dim=2, out_dim=1).phases
+    assert [(p.name, p.graph_safe) for p in phases] == [("vi", True), ("refine", False)]
 
 
 class NoMainLoss(TwoStage):

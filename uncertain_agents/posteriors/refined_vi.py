@@ -92,7 +92,8 @@ class RefinedVI(MeanFieldVI):
                                              requires_grad=self.refines_noise)
         self.register_buffer("member_offset", torch.zeros(self.n_members, D))
         self.register_buffer("refined", torch.tensor(False))
-        self.phases = (Phase("vi"), Phase("refine", steps=self.refinement_steps, on_refit="restart"))
+        self.phases = (Phase("vi"), Phase("refine", steps=self.refinement_steps, on_refit="restart",
+                                          graph_safe=False))
         self._refine_state: dict = {}
 
     # ------------------------------------------------------------ protocol

@@ -165,12 +165,17 @@ class Phase:
             ``"continue"`` trains on from where the last fit stopped; ``"restart"``
             rebuilds it from the earlier phases' result (the method does so in
             :meth:`Posterior.start_phase`).
+        graph_safe: whether this phase's step may be captured in a CUDA graph when its method
+            declares a graph-safe step (:attr:`Posterior.graph_safe_step`); False for a phase
+            whose step changes its optimiser or branches on the host (refined VI's refinement),
+            which then trains eagerly while the method's other phases are still replayed.
     """
 
     name: str
     share: float = 1.0
     on_refit: str = "continue"
     steps: int | Callable[[int], int] | None = None
+    graph_safe: bool = True
 
     def __post_init__(self) -> None:
         if self.steps is not None and not callable(self.steps):
@@ -179,6 +184,8 @@ class Phase:
             raise ValueError(f"phase share must lie in (0, 1], got {self.share!r}")
         if self.on_refit not in REFIT_MODES:
             raise ValueError(f"on_refit must be one of {REFIT_MODES}, got {self.on_refit!r}")
+        if not isinstance(self.graph_safe, bool):
+            raise TypeError(f"graph_safe must be True or False, got {self.graph_safe!r}")
 
 
 def split_steps(phases: tuple[Phase, ...], steps: int) -> list[int]:
@@ -431,7 +438,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                 idx = stream.take(bs)
                 if graphed is not None:
                     named = graphed(idx)
-                elif graphs and phase_step >= warmup:
+                elif graphs and phase.graph_safe and phase_step >= warmup:
                     graphed = try_capture(post, lambda i: step_on(i, staged), idx, gen)
                     graphs = graphed is not None
                     named = graphed.outputs if graphed is not None else step_on(idx)
