@@ -12,9 +12,10 @@
 #   session 18: graph_threads refit_profile threads_alone threads_piece; call 2: trial_tests table50k;
 #   session 28 (H100): environment trial_tests graph_memory table50k (found and fixed the shared-pool
 #     capture failure; the six groups in one process were host-bound);
-#   next: environment checks_cuda rmsprop_graph fsvgd_eigh refit_profile_batched table50k (now one GPU process per bandit; the
-#     preset bootstrap's RMSProp steps are graphed since session 29; f-SVGD's eigen-clip on the host since session
-#     30), then table50k_rest;
+#   session 34 (H200): table50k with checks_cuda rmsprop_graph graph_recheck beside it (table_and_checks.sh), then
+#     fsvgd_eigh refit_profile_batched: bootstrap and mfvi rows finished in 5.5-6.8 min, fsvgd reached 30,000;
+#   next: table50k with GPU_SESSION_TABLE_PROCESSES="wheel mushroom" and only thompson[fsvgd] (edit --only), or
+#     refit_profile_batched (its refit counter fixed after session 34), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
