@@ -14,7 +14,7 @@
 #     capture failure; the six groups in one process were host-bound);
 #   session 34 (H200): table50k with checks_cuda rmsprop_graph graph_recheck beside it (table_and_checks.sh), then
 #     fsvgd_eigh refit_profile_batched: bootstrap and mfvi rows finished in 5.5-6.8 min, fsvgd reached 30,000;
-#   next: table50k with GPU_SESSION_TABLE_PROCESSES="wheel mushroom" and only thompson[fsvgd] (edit --only), or
+#   next: table50k with GPU_SESSION_TABLE_POSTERIORS=fsvgd (f-SVGD's row alone, one process per bandit), or
 #     refit_profile_batched (its refit counter fixed after session 34), then table50k_rest;
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
@@ -167,11 +167,14 @@ TB="$OUT/table50k"
 # threads; session 28 ran all six groups in one process and found them host-bound, sharing one GIL):
 # "wheel,mushroom" gives the single process again
 TABLE_PROCESSES="${GPU_SESSION_TABLE_PROCESSES:-wheel mushroom}"
+# which posteriors' groups the table runs (default: the issue's three), e.g. GPU_SESSION_TABLE_POSTERIORS=fsvgd
+TABLE_POSTERIORS="${GPU_SESSION_TABLE_POSTERIORS:-fsvgd,bootstrap,mfvi}"
+TABLE_ONLY="$(echo "$TABLE_POSTERIORS" | sed -E 's/([^,]+)/thompson[\1]/g')"
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
   for envs in $TABLE_PROCESSES; do
     timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs \$envs --steps $FULL_DECISIONS --trials 10 \
       --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 6 --log-every 2500 \
-      --only 'thompson[fsvgd],thompson[bootstrap],thompson[mfvi]' --posteriors fsvgd,bootstrap,mfvi \
+      --only '$TABLE_ONLY' --posteriors $TABLE_POSTERIORS \
       --out $TB/gpu_\${envs/,/_} > $OUT/table_gpu_\${envs/,/_}.log 2>&1 &
   done
   [ \"${GPU_SESSION_TABLE_CPU:-1}\" = 1 ] && timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom \
