@@ -34,6 +34,7 @@ import torch
 
 import uncertain_agents as ua
 from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run
+from uncertain_agents.seeding import SEEDING_SCHEME, recorded_scheme
 from uncertain_agents.workers import spawn_pool
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, StreamSlots, make_env, parallel_mode,
@@ -95,7 +96,7 @@ def row_and_curve(frame: pd.DataFrame, env_name: str, protocol: str, label: str,
            "delta": delta if env_name == "wheel" else np.nan,
            "cumulative_regret": frame["cumulative_regret"].iloc[-1],
            "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": seconds,
-           "parallel": parallel}
+           "parallel": parallel, "seeding": SEEDING_SCHEME}
     every = max(50, steps // CURVE_POINTS)  # a curve of at most CURVE_POINTS points per run
     curve = frame.loc[frame["step"] % every == 0, ["step", "cumulative_regret"]].round({"cumulative_regret": 3})
     return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
@@ -247,6 +248,26 @@ def merge_folder(source: Path, out: Path, replace: tuple[str, ...] = ()) -> int:
     return len(new)
 
 
+def runs_of_other_seeding(done: pd.DataFrame, todo: list[tuple]) -> str:
+    """The finished runs of posterior agents (Thompson sampling, Greedy) that ``todo`` would add trials to
+    (same environment, protocol, agent label and horizon) but that were made under another seeding scheme,
+    described for an error message ("" when there are none). Rows without a ``seeding`` value predate the
+    column: scheme 1. Reference agents (Uniform, LinFullPost, NeuralLinear) draw from streams the schemes
+    did not change, so their runs never count."""
+    if done.empty or not todo:
+        return ""
+    wanted = {(env, protocol, label, steps) for env, label, _, post, _, _, _, steps, _, protocol, *_ in todo
+              if post is not None}
+    schemes = done["seeding"] if "seeding" in done else pd.Series([None] * len(done), index=done.index)
+    other = done[[(env, protocol, label, steps) in wanted and recorded_scheme(scheme) != SEEDING_SCHEME
+                  for env, protocol, label, steps, scheme in zip(done["env"], done["protocol"], done["label"],
+                                                                 done["steps"], schemes)]]
+    if other.empty:
+        return ""
+    groups = other.groupby(["env", "label"]).size()
+    return "; ".join(f"{n} {env} {label} run{'s' * (n > 1)}" for (env, label), n in groups.items())
+
+
 def _without(rows: pd.DataFrame, drop: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """``rows`` less those whose ``key`` columns match a row of ``drop``."""
     marked = rows.merge(drop.assign(_drop=True), on=key, how="left")
@@ -283,18 +304,23 @@ def main(argv=None) -> int:
     p.add_argument("--replace", default="", metavar="LABELS",
                    help="with --merge: comma-separated agent labels (e.g. uniform,linear) whose runs the merged "
                         "folder's replace, curves and progress with them (after a fix changed those agents)")
+    p.add_argument("--allow-mixed-seeding", action="store_true",
+                   help="add posterior agents' runs to a folder whose runs of the same agents were made under an "
+                        "earlier seeding scheme (uncertain_agents.seeding; the rows' seeding column says which)")
     p.add_argument("--page", type=Path, default=None,
                    help="also write a results page (Markdown: protocol, scale, command, ours beside the "
                         "published figures, regret plots), e.g. docs/results/fsvgd_bandits.md")
     args = p.parse_args(argv)
     if args.first_trial < 0 or args.trials < 1:
         p.error(f"--first-trial must be >= 0 and --trials >= 1, got {args.first_trial} and {args.trials}")
-    record_run(args.out, None if argv is None else ["experiments/bandit_table.py", *argv])  # appends commit, command line and versions to {out}/manifest.json
+    command = None if argv is None else ["experiments/bandit_table.py", *argv]
     runs_path = args.out / "bandit_runs.csv"
     protocol = get_protocol(args.protocol).name
     replace = tuple(label for label in args.replace.split(",") if label)
     if replace and not args.merge:
         p.error("--replace goes with --merge FOLDER (the folder whose runs replace those of --out)")
+    if args.report_only or args.merge:
+        record_run(args.out, command)  # appends commit, command line and versions to {out}/manifest.json
     for source in args.merge:
         merge_folder(source, args.out, replace)
     if args.report_only or args.merge:
@@ -317,6 +343,13 @@ def main(argv=None) -> int:
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
                              args.delta, protocol, args.device, args.log_every))
+    mixed = runs_of_other_seeding(done, todo)
+    if mixed and not args.allow_mixed_seeding:
+        p.error(f"{args.out} holds {mixed} made under an earlier seeding scheme (uncertain_agents.seeding; today's is "
+                f"{SEEDING_SCHEME}): new trials of those agents would draw other random numbers, so the table would "
+                "mix two realisations of them. Use a new --out, or pass --allow-mixed-seeding to add them anyway "
+                "(bandit_runs.csv's seeding column records which scheme made each run)")
+    record_run(args.out, command)  # appends commit, command line and versions to {out}/manifest.json
     mode = parallel_mode(args.parallel, args.device)
     if args.log_every > 0 and not (args.out / "progress.csv").is_file():
         append_progress(args.out / "progress.csv", [PROGRESS_COLUMNS])

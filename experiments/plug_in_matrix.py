@@ -172,11 +172,30 @@ def run_cell(job: str, name: str, index: int, path: str) -> str:
         result = run_bandit_cell(job, name, index)
     else:
         result = run_digits(name, index)
-    record = {"job": job, "posterior": name, "index": index, **result}
+    from uncertain_agents.seeding import SEEDING_SCHEME
+
+    record = {"job": job, "posterior": name, "index": index, **result, "seeding": SEEDING_SCHEME}
     tmp = Path(path).with_suffix(".tmp")
     atomic_write_text(tmp, json.dumps(record, indent=1))
     os.replace(tmp, path)
     return path
+
+
+def cells_of_other_seeding(out: Path, todo: list[tuple]) -> str:
+    """The finished posterior cells of the jobs that ``todo`` adds posterior cells to, made under another
+    seeding scheme (a cell without a ``seeding`` field predates it: scheme 1), counted per job for an error
+    message ("" when there are none). Reference agents' cells never count: the schemes did not change
+    their streams."""
+    from uncertain_agents.seeding import SEEDING_SCHEME, recorded_scheme
+
+    jobs = {job for job, name, _, _ in todo if not name.startswith(REFERENCE_PREFIX)}
+    counts: dict[str, int] = {}
+    for path in sorted((out / "cells").glob("*.json")) if jobs else []:
+        cell = json.loads(path.read_text())
+        if (cell.get("job") in jobs and not str(cell.get("posterior", "")).startswith(REFERENCE_PREFIX)
+                and recorded_scheme(cell.get("seeding")) != SEEDING_SCHEME):
+            counts[cell["job"]] = counts.get(cell["job"], 0) + 1
+    return ", ".join(f"{n} {job}" for job, n in sorted(counts.items()))
 
 
 # --------------------------------------------------------------------------- summary
@@ -279,6 +298,9 @@ def main(argv=None) -> int:
                         help="comma-separated reference agents for the bandit jobs (make_agent names; "
                              f"default {','.join(REFERENCES)}; '' for none)")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--allow-mixed-seeding", action="store_true",
+                        help="add posterior cells to a job whose finished posterior cells were made under an earlier "
+                             "seeding scheme (uncertain_agents.seeding; each cell's 'seeding' field says which)")
     parser.add_argument("--renormalise", action="store_true",
                         help="recompute every bandit cell's Uniform normaliser with the current code (keeping the "
                              "agents' regrets; see renormalise) before running the missing cells")
@@ -294,9 +316,6 @@ def main(argv=None) -> int:
     (args.out / "cells").mkdir(parents=True, exist_ok=True)
     from uncertain_agents.runs import record_run
 
-    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
-    if args.renormalise:
-        print(f"--renormalise: {renormalise(args.out)} bandit cells given the current Uniform normaliser", flush=True)
     todo = []
     for job in jobs:
         indices = splits if job == "boston" else (range(args.seeds) if job == "digits" else range(args.trials))
@@ -312,6 +331,15 @@ def main(argv=None) -> int:
                     path = args.out / "cells" / f"{job}__{name.replace(':', '-')}__{i}.json"
                     if not path.exists():
                         todo.append((job, name, i, str(path)))
+    mixed = cells_of_other_seeding(args.out, todo)
+    if mixed and not args.allow_mixed_seeding:
+        parser.error(f"{args.out} holds posterior cells made under an earlier seeding scheme ({mixed}; "
+                     "uncertain_agents.seeding): new cells of those jobs would draw other random numbers than "
+                     "theirs, so the matrix would mix two realisations. Use a new --out, delete those cells, or "
+                     "pass --allow-mixed-seeding")
+    record_run(args.out)  # appends commit, command line and versions to {out}/manifest.json
+    if args.renormalise:
+        print(f"--renormalise: {renormalise(args.out)} bandit cells given the current Uniform normaliser", flush=True)
     # the slowest cells first, so the pool stays busy to the end
     order = {"fsvgd": 0, "svgd": 1, "dropout-alpha": 2, "bb-alpha": 3}
     todo.sort(key=lambda c: (order.get(c[1], 9), c[0]))

@@ -182,3 +182,38 @@ def test_a_finished_run_is_written_whole_curve_first_and_once(tmp_path):
     assert curves[:2] == ["step,cumulative_regret,env,label,trial", "50,1.5,wheel,linear,0"]
     assert len(curves) == 1 + 1 + 2 + 2  # header, the old row, two runs' two points each: no duplicate
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_folder_of_an_earlier_seeding_scheme_is_not_resumed_with_posterior_runs(tmp_path):
+    """Runs record their seeding scheme; more trials of a posterior agent whose earlier runs were made
+    under another scheme (rows without the column: scheme 1) are refused unless asked for, since they
+    would draw other random numbers; reference agents' runs never block."""
+    import pytest
+
+    from uncertain_agents.seeding import SEEDING_SCHEME
+
+    table = _script()
+    out = tmp_path / "table"
+    base = ["--envs", "wheel", "--steps", "40", "--protocol", "showdown", "--posteriors", "mfvi", "--workers", "1",
+            "--out", str(out)]
+    assert table.main([*base, "--trials", "1", "--only", "thompson[mfvi],linear"]) == 0
+    runs = pd.read_csv(out / "bandit_runs.csv")
+    assert (runs["seeding"] == SEEDING_SCHEME).all()
+    # the same folder as a table written before the column existed
+    runs.drop(columns="seeding").to_csv(out / "bandit_runs.csv", index=False)
+    entries_before = len(__import__("json").loads((out / "manifest.json").read_text())["runs"])
+    with pytest.raises(SystemExit):
+        table.main([*base, "--trials", "2", "--only", "thompson[mfvi]"])
+    # refused before anything was written: no new run, no manifest entry
+    assert len(pd.read_csv(out / "bandit_runs.csv")) == 3
+    assert len(__import__("json").loads((out / "manifest.json").read_text())["runs"]) == entries_before
+    assert table.runs_of_other_seeding(pd.read_csv(out / "bandit_runs.csv"),
+                                       [("wheel", "thompson[mfvi]", "thompson", "mfvi", {}, 1, 1, 40, 0.95,
+                                         "showdown", "cpu", 0)]) == "1 wheel thompson[mfvi] run"
+    # reference agents' runs are not affected: LinFullPost's second trial runs
+    assert table.main([*base, "--trials", "2", "--only", "linear"]) == 0
+    # asked for, the posterior's second trial runs and records today's scheme beside the old row
+    assert table.main([*base, "--trials", "2", "--only", "thompson[mfvi]", "--allow-mixed-seeding"]) == 0
+    runs = pd.read_csv(out / "bandit_runs.csv")
+    mfvi = runs[runs["label"] == "thompson[mfvi]"].set_index("trial")["seeding"]
+    assert mfvi.isna()[0] and mfvi[1] == SEEDING_SCHEME

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 __all__ = ["SEEDING_SCHEME", "AGENT_STREAM_KEY", "AGENT_DRAWS_KEY", "ATTACK_FUNCTIONS_KEY", "ATTACK_SCORER_KEY", "ATTACK_SUBSET_KEY",
-           "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "stream_generator", "stream_seed"]
+           "POSTERIOR_INIT_KEY", "POSTERIOR_TRAIN_KEY", "recorded_scheme", "stream_generator", "stream_seed"]
 
 #: Version of how seeds become streams, recorded in every run's manifest and CLI run configuration:
 #: 1 = ``seed`` / ``seed + 1`` (before session 33), 2 = the spawn keys below. A run folder or grid
@@ -40,6 +40,22 @@ ATTACK_SUBSET_KEY: int = 0xA77C
 POSTERIOR_INIT_KEY: int = 0x1A17
 #: a posterior's training and default sampling stream (``Posterior.generator()``).
 POSTERIOR_TRAIN_KEY: int = 0x7A19
+
+
+def recorded_scheme(value) -> int:
+    """The seeding scheme a stored result was made under, from the value it recorded (a CSV cell or a
+    JSON field): results of scheme 1 recorded none, so a missing value (None, NaN, empty) is 1."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 1
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"a recorded seeding scheme must be a whole number, got {value!r}") from None
+    if number != number:  # NaN: a CSV cell of a row written before the column existed
+        return 1
+    if not number.is_integer() or number < 1:
+        raise ValueError(f"a recorded seeding scheme must be a whole number >= 1, got {value!r}")
+    return int(number)
 
 
 def stream_seed(seed: int, stream: int) -> int:
