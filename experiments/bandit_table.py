@@ -171,14 +171,33 @@ def write_run(out: Path, runs_path: Path, row: dict, curve: pd.DataFrame) -> Non
 RUN_KEY = ["env", "protocol", "label", "trial", "steps"]
 
 
-def merge_folder(source: Path, out: Path, replace: tuple[str, ...] = ()) -> int:
+def uses_posterior_streams(label: str) -> bool:
+    """Whether the agent labelled ``label`` draws from a posterior's streams (``thompson[...]``,
+    ``greedy[...]``), which the seeding schemes changed; Uniform, LinFullPost and NeuralLinear did not."""
+    return "[" in str(label)
+
+
+def schemes_of_posterior_runs(runs: pd.DataFrame) -> dict[tuple[str, str], set[int]]:
+    """``{(env, label): {seeding schemes}}`` of the posterior agents' runs in a ``bandit_runs.csv``."""
+    schemes = runs["seeding"] if "seeding" in runs else pd.Series([None] * len(runs), index=runs.index)
+    out: dict[tuple[str, str], set[int]] = {}
+    for env, label, scheme in zip(runs["env"], runs["label"], schemes):
+        if uses_posterior_streams(label):
+            out.setdefault((env, label), set()).add(recorded_scheme(scheme))
+    return out
+
+
+def merge_folder(source: Path, out: Path, replace: tuple[str, ...] = (), allow_mixed_seeding: bool = False) -> int:
     """Add the finished runs of another table folder (``--merge``) to ``out``: the runs of ``source``
     whose (env, protocol, agent, trial, horizon) ``out`` lacks, with their curves and checkpoints, and
     the source's manifest entries (marked ``merged_from``). Runs that both hold are kept as ``out`` has
     them; where their regrets differ (other code, other device) the difference is printed — except the
     runs of the agents labelled in ``replace`` (``--replace``), which ``source``'s runs replace, with their
     curves and progress rows (e.g. after a fix changed those agents' results). Every file is rewritten
-    atomically. Returns the number of runs added."""
+    atomically. Returns the number of runs added.
+
+    Posterior agents' runs of another seeding scheme than those ``out`` holds of the same agent
+    (uncertain_agents.seeding; no ``seeding`` value: scheme 1) are refused unless ``allow_mixed_seeding``."""
     import json
 
     source_runs_path = source / "bandit_runs.csv"
@@ -203,6 +222,15 @@ def merge_folder(source: Path, out: Path, replace: tuple[str, ...] = ()) -> int:
                 key = RUN_KEY if "steps" in rows else ["env", "protocol", "label", "trial"]
                 atomic_write_text(out / name, _without(rows, replaced[key].drop_duplicates(), key).to_csv(index=False))
         print(f"--replace: {len(replaced)} runs of {', '.join(replace)} to be replaced from {source}", flush=True)
+    if not allow_mixed_seeding:
+        ours, theirs = schemes_of_posterior_runs(runs), schemes_of_posterior_runs(source_runs)
+        clash = [f"{env} {label} (here {sorted(ours[env, label])}, there {sorted(theirs[env, label])})"
+                 for env, label in sorted(ours.keys() & theirs.keys())
+                 if len(ours[env, label] | theirs[env, label]) > 1]
+        if clash:
+            raise ValueError(f"--merge: {source} and {out} hold runs of the same posterior agents made under other "
+                             f"seeding schemes (uncertain_agents.seeding): {'; '.join(clash)}; the table would mix "
+                             "two realisations of them. Pass --allow-mixed-seeding to merge anyway")
     kept = runs[RUN_KEY + ["cumulative_regret"]].drop_duplicates(RUN_KEY, keep="last")
     both = source_runs.merge(kept, on=RUN_KEY, how="left",
                              suffixes=("", "_kept"), indicator=True)
@@ -322,7 +350,10 @@ def main(argv=None) -> int:
     if args.report_only or args.merge:
         record_run(args.out, command)  # appends commit, command line and versions to {out}/manifest.json
     for source in args.merge:
-        merge_folder(source, args.out, replace)
+        try:
+            merge_folder(source, args.out, replace, allow_mixed_seeding=args.allow_mixed_seeding)
+        except ValueError as err:
+            p.error(str(err))
     if args.report_only or args.merge:
         return report(args.out, args.steps, protocol, page=args.page)
     posteriors = ua.available_posteriors() if args.posteriors == "all" else args.posteriors.split(",")

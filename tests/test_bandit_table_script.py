@@ -217,3 +217,26 @@ def test_a_folder_of_an_earlier_seeding_scheme_is_not_resumed_with_posterior_run
     runs = pd.read_csv(out / "bandit_runs.csv")
     mfvi = runs[runs["label"] == "thompson[mfvi]"].set_index("trial")["seeding"]
     assert mfvi.isna()[0] and mfvi[1] == SEEDING_SCHEME
+
+
+def test_merge_refuses_posterior_runs_of_another_seeding_scheme(tmp_path):
+    """--merge of a folder whose runs of a posterior agent come from another seeding scheme than those
+    --out holds of it is refused unless asked for; reference agents' runs merge either way."""
+    import pytest
+
+    table = _script()
+    base = ["--envs", "wheel", "--steps", "40", "--protocol", "showdown", "--posteriors", "mfvi", "--workers", "1",
+            "--only", "thompson[mfvi],linear"]
+    assert table.main([*base, "--trials", "1", "--out", str(tmp_path / "old")]) == 0
+    assert table.main([*base, "--trials", "1", "--first-trial", "1", "--out", str(tmp_path / "new")]) == 0
+    old = pd.read_csv(tmp_path / "old" / "bandit_runs.csv")
+    old.drop(columns="seeding").to_csv(tmp_path / "old" / "bandit_runs.csv", index=False)  # a pre-column folder
+    with pytest.raises(ValueError, match="seeding schemes.*wheel thompson\\[mfvi\\]"):
+        table.merge_folder(tmp_path / "new", tmp_path / "old")
+    assert len(pd.read_csv(tmp_path / "old" / "bandit_runs.csv")) == 3  # nothing merged
+    with pytest.raises(SystemExit):
+        table.main(["--merge", str(tmp_path / "new"), "--steps", "40", "--protocol", "showdown",
+                    "--out", str(tmp_path / "old")])
+    assert table.merge_folder(tmp_path / "new", tmp_path / "old", allow_mixed_seeding=True) == 3
+    runs = pd.read_csv(tmp_path / "old" / "bandit_runs.csv")
+    assert len(runs) == 6 and runs["trial"].tolist().count(1) == 3

@@ -33,12 +33,16 @@ QUICK="${GPU_SESSION_QUICK:-0}"
 LOG="$OUT/session.log"
 export PYTHONUNBUFFERED=1 GIT_PYTHON_REFRESH=quiet
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-# a second session.sh started beside a first (GPU_SESSION_SKIP_INSTALL=1) reuses the first's /tmp/site
-if [ "${GPU_SESSION_SKIP_INSTALL:-0}" = 1 ] && [ -d /tmp/site ]; then
+# a second session.sh started beside a first (GPU_SESSION_SKIP_INSTALL=1) never installs: it waits (up to
+# 120 s) for the first's finished install, marked by /tmp/site/.installed, and reuses it
+if [ "${GPU_SESSION_SKIP_INSTALL:-0}" = 1 ]; then
+  for _ in $(seq 120); do [ -f /tmp/site/.installed ] && break; sleep 1; done
+  [ -f /tmp/site/.installed ] || echo "GPU_SESSION_SKIP_INSTALL: no finished install in /tmp/site" | tee -a "$LOG"
   export PYTHONPATH="$PYTHONPATH:/tmp/site"
 elif ls .whl/*.whl >/dev/null 2>&1; then
+  rm -f /tmp/site/.installed
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+    && touch /tmp/site/.installed && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 if [ -d .gpu_data/mushroom ]; then export UNCERTAIN_AGENTS_DATA="$PWD/.gpu_data"; fi
 
@@ -168,7 +172,7 @@ TB="$OUT/table50k"
 # "wheel,mushroom" gives the single process again
 TABLE_PROCESSES="${GPU_SESSION_TABLE_PROCESSES:-wheel mushroom}"
 # which posteriors' groups the table runs (default: the issue's three), e.g. GPU_SESSION_TABLE_POSTERIORS=fsvgd
-TABLE_POSTERIORS="${GPU_SESSION_TABLE_POSTERIORS:-fsvgd,bootstrap,mfvi}"
+TABLE_POSTERIORS="$(echo "${GPU_SESSION_TABLE_POSTERIORS:-fsvgd,bootstrap,mfvi}" | tr -d ' ')"
 TABLE_ONLY="$(echo "$TABLE_POSTERIORS" | sed -E 's/([^,]+)/thompson[\1]/g')"
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
   for envs in $TABLE_PROCESSES; do

@@ -10,7 +10,7 @@ export OUT
 GPU_SESSION_TABLE_CPU="${GPU_SESSION_TABLE_CPU:-0}" GPU_SESSION_STEPS="environment table50k" \
   bash experiments/gpu/session.sh &
 table=$!
-sleep "${GPU_SESSION_CHECKS_DELAY:-25}"   # the first session.sh installs the wheels into /tmp/site
+sleep "${GPU_SESSION_CHECKS_DELAY:-5}"   # the first session.sh installs the wheels; the second waits for them
 OUT="$OUT/checks" GPU_SESSION_SKIP_INSTALL=1 \
   GPU_SESSION_STEPS="${GPU_SESSION_CHECK_STEPS:-checks_cuda rmsprop_graph graph_recheck}" bash experiments/gpu/session.sh
 wait "$table"
