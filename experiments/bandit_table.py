@@ -374,7 +374,10 @@ def main(argv=None) -> int:
                     continue
                 todo.append((env_name, label, agent_name, post, options, trial, args.seed + trial, args.steps,
                              args.delta, protocol, args.device, args.log_every))
-    mixed = runs_of_other_seeding(done, todo)
+    try:
+        mixed = runs_of_other_seeding(done, todo)
+    except ValueError as err:  # a malformed seeding cell
+        p.error(f"{runs_path}: {err}")
     if mixed and not args.allow_mixed_seeding:
         p.error(f"{args.out} holds {mixed} made under an earlier seeding scheme (uncertain_agents.seeding; today's is "
                 f"{SEEDING_SCHEME}): new trials of those agents would draw other random numbers, so the table would "
@@ -436,6 +439,12 @@ def report(out: Path, steps: int, protocol: str = "default", page: Path | None =
     if "protocol" not in runs:
         runs["protocol"] = "default"
     text = table(runs[runs["protocol"] == protocol], steps)
+    mixed = {key: schemes for key, schemes in schemes_of_posterior_runs(runs[runs["protocol"] == protocol]).items()
+             if len(schemes) > 1}
+    if mixed:  # a folder filled with --allow-mixed-seeding says so beside its table
+        text += "\n\nRuns made under more than one seeding scheme (uncertain_agents.seeding; the seeding column of " \
+                "bandit_runs.csv): " + "; ".join(f"{env} {label}: schemes {sorted(schemes)}"
+                                                  for (env, label), schemes in sorted(mixed.items()))
     text += "\n\n" + per_trial_table(runs[runs["protocol"] == protocol], steps)
     unfinished = partial_table(out, runs, steps, protocol)
     if unfinished:

@@ -217,6 +217,7 @@ def test_a_folder_of_an_earlier_seeding_scheme_is_not_resumed_with_posterior_run
     runs = pd.read_csv(out / "bandit_runs.csv")
     mfvi = runs[runs["label"] == "thompson[mfvi]"].set_index("trial")["seeding"]
     assert mfvi.isna()[0] and mfvi[1] == SEEDING_SCHEME
+    assert f"wheel thompson[mfvi]: schemes [1, {SEEDING_SCHEME}]" in (out / "bandit_table.md").read_text()  # said
 
 
 def test_merge_refuses_posterior_runs_of_another_seeding_scheme(tmp_path):
