@@ -1,19 +1,12 @@
 """experiments/bandit_table.py: batched groups, their checkpoints, and the table of unfinished runs."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pandas as pd
-
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "bandit_table.py"
+from script_helpers import load_script
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("bandit_table_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bandit_table")
 
 
 def test_batched_table_checkpoints_and_reports_unfinished_runs(tmp_path):
@@ -48,9 +41,7 @@ def test_regret_floor_at_a_longer_horizon(tmp_path):
     out = tmp_path / "table"
     assert table.main(["--envs", "wheel", "--steps", "60", "--trials", "2", "--only", "linear", "--workers", "1",
                        "--out", str(out)]) == 0
-    spec = importlib.util.spec_from_file_location("regret_bound_script", SCRIPT.parent / "regret_bound.py")
-    bound = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bound)
+    bound = load_script("regret_bound")
     runs = pd.read_csv(out / "bandit_runs.csv")
     floors = bound.floors(runs, horizon=240)
     assert len(floors) == len(runs) == 4

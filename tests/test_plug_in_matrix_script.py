@@ -2,22 +2,17 @@
 not silently resumed."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from script_helpers import load_script
 
 from uncertain_agents.seeding import SEEDING_SCHEME
 
-SCRIPT = Path(__file__).resolve().parents[1] / "experiments" / "plug_in_matrix.py"
-
 
 def _script():
-    spec = importlib.util.spec_from_file_location("plug_in_matrix_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("plug_in_matrix")
 
 
 def _cell(out: Path, job: str, name: str, index: int, **fields) -> None:
