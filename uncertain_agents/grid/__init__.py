@@ -112,10 +112,10 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
 def _check_seeding(store: CellStore, finished: list[dict], out: Path) -> None:
     """Refuse to add cells to a folder whose finished cells were made under another seeding scheme
     (:data:`uncertain_agents.seeding.SEEDING_SCHEME`; cells without the key are scheme 1)."""
-    from ..seeding import SEEDING_SCHEME
+    from ..seeding import SEEDING_SCHEME, recorded_scheme
 
     other = [c for c in finished
-             if (store.load(c).get("manifest") or {}).get("seeding", 1) != SEEDING_SCHEME]
+             if recorded_scheme((store.load(c).get("manifest") or {}).get("seeding")) != SEEDING_SCHEME]
     if other:
         raise ValueError(f"{out}: {len(other)} finished cell(s) were made with the random streams of before session 33 "
                          f"(seeding scheme 1, today's is {SEEDING_SCHEME}); new cells would mix the two. Run into "
