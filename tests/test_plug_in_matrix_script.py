@@ -46,3 +46,14 @@ def test_a_cell_records_the_seeding_scheme_it_was_made_under(tmp_path, monkeypat
     path = tmp_path / "boston__map__0.json"
     matrix.run_cell("boston", "map", 0, str(path))
     assert json.loads(path.read_text())["seeding"] == SEEDING_SCHEME
+
+
+def test_recorded_scheme_reads_stored_values_and_refuses_malformed_ones():
+    from uncertain_agents.seeding import recorded_scheme
+
+    for missing in (None, float("nan"), "", "  "):
+        assert recorded_scheme(missing) == 1  # results of scheme 1 recorded nothing
+    assert recorded_scheme(2) == recorded_scheme(2.0) == recorded_scheme("2") == 2
+    for bad in ("two", 1.5, 0, -2, [2]):
+        with pytest.raises(ValueError, match="seeding scheme"):
+            recorded_scheme(bad)
