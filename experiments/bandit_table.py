@@ -177,13 +177,19 @@ def uses_posterior_streams(label: str) -> bool:
     return "[" in str(label)
 
 
+def recorded_schemes(runs: pd.DataFrame) -> list[int]:
+    """The seeding scheme of every row of a ``bandit_runs.csv`` (rows without the column: scheme 1)."""
+    if "seeding" not in runs:
+        return [1] * len(runs)
+    return [recorded_scheme(value) for value in runs["seeding"]]
+
+
 def schemes_of_posterior_runs(runs: pd.DataFrame) -> dict[tuple[str, str], set[int]]:
     """``{(env, label): {seeding schemes}}`` of the posterior agents' runs in a ``bandit_runs.csv``."""
-    schemes = runs["seeding"] if "seeding" in runs else pd.Series([None] * len(runs), index=runs.index)
     out: dict[tuple[str, str], set[int]] = {}
-    for env, label, scheme in zip(runs["env"], runs["label"], schemes):
+    for env, label, scheme in zip(runs["env"], runs["label"], recorded_schemes(runs)):
         if uses_posterior_streams(label):
-            out.setdefault((env, label), set()).add(recorded_scheme(scheme))
+            out.setdefault((env, label), set()).add(scheme)
     return out
 
 
@@ -286,10 +292,9 @@ def runs_of_other_seeding(done: pd.DataFrame, todo: list[tuple]) -> str:
         return ""
     wanted = {(env, protocol, label, steps) for env, label, _, post, _, _, _, steps, _, protocol, *_ in todo
               if post is not None}
-    schemes = done["seeding"] if "seeding" in done else pd.Series([None] * len(done), index=done.index)
-    other = done[[(env, protocol, label, steps) in wanted and recorded_scheme(scheme) != SEEDING_SCHEME
+    other = done[[(env, protocol, label, steps) in wanted and scheme != SEEDING_SCHEME
                   for env, protocol, label, steps, scheme in zip(done["env"], done["protocol"], done["label"],
-                                                                 done["steps"], schemes)]]
+                                                                 done["steps"], recorded_schemes(done))]]
     if other.empty:
         return ""
     groups = other.groupby(["env", "label"]).size()
