@@ -220,6 +220,53 @@ def test_keep_masks_edges_and_bad_rates():
             keep_masks((3,), bad, g)
 
 
+@pytest.mark.parametrize("keep", [0.95, 0.9, 0.999, 0.88, 1 - 3 / 256])  # 16 and 8 bits
+def test_long_masks_with_low_drop_rates_are_drawn_by_skipping_with_the_right_law(keep, monkeypatch):
+    import uncertain_agents.posteriors.masks as masks
+
+    drop, n = 1.0 - keep, 2_000_000
+    calls = []
+    real = masks._keep_masks_by_skipping
+    monkeypatch.setattr(masks, "_keep_masks_by_skipping", lambda *a: calls.append(a) or real(*a))
+    m = masks.keep_masks((40, n // 40), keep, torch.Generator().manual_seed(0))
+    assert calls and m.dtype == torch.bool and m.shape == (40, n // 40)
+    flat = m.reshape(-1)
+    se = (drop * keep / n) ** 0.5
+    assert abs((~flat).float().mean().item() - drop) < 5 * se            # the drop rate
+    dropped = (~flat).nonzero().flatten()
+    gaps = (dropped[1:] - dropped[:-1]).double()
+    # gaps between drops are geometric: P(gap = 1) = p, mean 1/p (neighbours independent)
+    n_gaps = len(gaps)
+    assert abs((gaps == 1).double().mean().item() - drop) < 5 * (drop * keep / n_gaps) ** 0.5
+    assert abs(gaps.mean().item() - 1 / drop) < 5 * (keep ** 0.5 / drop) / n_gaps ** 0.5
+    assert dropped[0] < 60 / drop                                          # the first drop is not skipped
+    again = masks.keep_masks((40, n // 40), keep, torch.Generator().manual_seed(0), dtype=torch.float32)
+    assert again.dtype == torch.float32 and torch.equal(again, m.float())  # seeded; floats are the same draws
+
+
+def test_skipping_continues_where_a_short_round_of_gaps_ends(monkeypatch):
+    import uncertain_agents.posteriors.masks as masks
+
+    monkeypatch.setattr(masks, "gaps_per_round", lambda remaining, drop: 7)  # many rounds per mask
+    n, drop = 400_000, 0.05
+    m = masks.keep_masks((n,), 1 - drop, torch.Generator().manual_seed(3))
+    dropped = (~m).nonzero().flatten()
+    gaps = (dropped[1:] - dropped[:-1]).double()
+    assert abs(len(dropped) / n - drop) < 5 * (drop * (1 - drop) / n) ** 0.5
+    assert abs((gaps == 1).double().mean().item() - drop) < 5 * (drop * (1 - drop) / len(gaps)) ** 0.5
+
+
+def test_skipping_honours_tiny_drop_rates_that_16_bits_would_round():
+    from uncertain_agents.posteriors.masks import keep_masks
+
+    drop, n = 3e-5, 4_000_000   # the 16-bit comparison would drop 2/65536 = 3.05e-5
+    g = torch.Generator().manual_seed(5)
+    dropped = sum(int((~keep_masks((n,), 1 - drop, g)).sum()) for _ in range(5))
+    assert abs(dropped - 5 * n * drop) < 5 * (5 * n * drop) ** 0.5       # 600 ± 24.5
+    extreme = keep_masks((n,), 1 - 1e-15, g)   # gaps of ~10¹⁶ entries: clipped, no overflow
+    assert extreme.shape == (n,) and bool(extreme.all())  # a drop here has probability 4e-9
+
+
 def test_dropped_relu_matches_autograd_of_the_plain_expression():
     from uncertain_agents.posteriors.dropout_alpha import _DroppedReLU
     g = torch.Generator().manual_seed(0)

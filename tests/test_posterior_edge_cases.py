@@ -8,7 +8,7 @@ import torch
 
 import uncertain_agents as ua
 import uncertain_agents.posteriors.training as training
-from uncertain_agents.posteriors.masks import keep_masks, random_words
+from uncertain_agents.posteriors.masks import SKIP_MIN_ENTRIES, keep_masks, random_words
 from uncertain_agents.posteriors.training import TrainingContext, TrainingDivergedError
 
 
@@ -22,13 +22,15 @@ def _data(n=64, d=3, seed=0):
 @pytest.mark.parametrize("keep", [1 - 1e-6, 1 - 2**-17, 1 - 2**-17 + 1e-9, 0.999995])
 @pytest.mark.parametrize("dtype", [torch.bool, torch.float32])
 def test_keep_masks_keep_everything_when_q_rounds_to_one(keep, dtype):
-    mask = keep_masks((100_000,), keep, torch.Generator().manual_seed(0), dtype=dtype)
+    # below SKIP_MIN_ENTRIES: the 16-bit comparison, which rounds q to a multiple of 2⁻¹⁶
+    mask = keep_masks((SKIP_MIN_ENTRIES - 1,), keep, torch.Generator().manual_seed(0), dtype=dtype)
     assert mask.dtype == dtype and bool(mask.all())
 
 
-@pytest.mark.parametrize("keep", [0.9, 1 - 2**-16, 0.99999, 0.123])
-def test_keep_masks_of_other_rates_are_the_16_bit_comparison(keep):
-    n = 50_000
+@pytest.mark.parametrize("keep,n", [(0.9, 20_000), (1 - 2**-16, 20_000), (0.99999, 20_000), (0.123, 50_000),
+                                    (0.8, 50_000)])
+def test_keep_masks_of_other_rates_are_the_16_bit_comparison(keep, n):
+    # short requests, and drop rates above SKIP_MAX_DROP at any length
     mask = keep_masks((n,), keep, torch.Generator().manual_seed(1))
     raw = random_words(-(-n * 16 // 64), torch.Generator().manual_seed(1))
     expected = raw.view(torch.int16)[:n] < round(keep * 2**16) - 2**15
