@@ -30,11 +30,18 @@ def test_keep_masks_keep_everything_when_q_rounds_to_one(keep, dtype):
 @pytest.mark.parametrize("keep,n", [(0.9, 20_000), (1 - 2**-16, 20_000), (0.99999, 20_000), (0.123, 50_000),
                                     (0.8, 50_000)])
 def test_keep_masks_of_other_rates_are_the_16_bit_comparison(keep, n):
-    # short requests, and drop rates above SKIP_MAX_DROP at any length
+    # short requests, and drop rates above 1/8 (16-bit rates) at any length
     mask = keep_masks((n,), keep, torch.Generator().manual_seed(1))
     raw = random_words(-(-n * 16 // 64), torch.Generator().manual_seed(1))
     expected = raw.view(torch.int16)[:n] < round(keep * 2**16) - 2**15
     assert torch.equal(mask, expected)
+
+
+def test_an_8_bit_rate_above_one_sixteenth_keeps_the_comparison_at_any_length():
+    keep, n = 1 - 20 / 256, 50_000  # drop 0.078 > 1/16: the 8-bit comparison is the cheaper draw
+    mask = keep_masks((n,), keep, torch.Generator().manual_seed(2))
+    raw = random_words(-(-n * 8 // 64), torch.Generator().manual_seed(2))
+    assert torch.equal(mask, raw.view(torch.uint8)[:n] < 236)
 
 
 def test_dropout_alpha_with_a_tiny_rate_keeps_its_layers():
