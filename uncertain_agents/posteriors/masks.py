@@ -16,7 +16,10 @@ every layer), is drawn by skipping instead: the gaps between dropped entries are
 geometric variables, ``G = 1 + ⌊log U / log(1 − p)⌋`` with ``U`` uniform on ``(0, 1]`` (24 random
 bits, float32 arithmetic), so the cost follows the ``p·n`` dropped entries, not the ``16·n`` bits
 of the comparison (for the default rates 0.05 and 0.1, about half the time). Its drop rate
-is ``p`` to within about ``10⁻⁷`` (the 16-bit comparison rounds ``q`` to a multiple of ``2⁻¹⁶``).
+is ``p`` to within about ``10⁻⁷`` (the 16-bit comparison rounds ``q`` to a multiple of ``2⁻¹⁶``). The gaps
+come from a float32 logarithm, whose last bit may differ between numpy builds and CPUs, so about one gap in
+10⁷ may come out one longer or shorter elsewhere: such masks replay to the bit on the CPU and numpy that drew
+them, as a run's floating-point results do anyway (docs/speed.md, "Session 26").
 """
 from __future__ import annotations
 
