@@ -220,7 +220,7 @@ def test_keep_masks_edges_and_bad_rates():
             keep_masks((3,), bad, g)
 
 
-@pytest.mark.parametrize("keep", [0.95, 0.9, 0.999, 0.88, 1 - 3 / 256])  # 16 and 8 bits
+@pytest.mark.parametrize("keep", [0.95, 0.9, 0.999, 0.88, 1 - 3 / 256, 1 - 1e-4])  # 16 and 8 bits; float64 gaps
 def test_long_masks_with_low_drop_rates_are_drawn_by_skipping_with_the_right_law(keep, monkeypatch):
     import uncertain_agents.posteriors.masks as masks
 
@@ -239,32 +239,46 @@ def test_long_masks_with_low_drop_rates_are_drawn_by_skipping_with_the_right_law
     n_gaps = len(gaps)
     assert abs((gaps == 1).double().mean().item() - drop) < 5 * (drop * keep / n_gaps) ** 0.5
     assert abs(gaps.mean().item() - 1 / drop) < 5 * (keep ** 0.5 / drop) / n_gaps ** 0.5
-    assert dropped[0] < 60 / drop                                          # the first drop is not skipped
     again = masks.keep_masks((40, n // 40), keep, torch.Generator().manual_seed(0), dtype=torch.float32)
     assert again.dtype == torch.float32 and torch.equal(again, m.float())  # seeded; floats are the same draws
 
 
-def test_skipping_continues_where_a_short_round_of_gaps_ends(monkeypatch):
+def test_skipped_masks_drop_their_first_and_last_entries_at_the_rate():
+    from uncertain_agents.posteriors.masks import SKIP_MIN_ENTRIES, keep_masks
+
+    drop, n_masks = 0.1, 1500
+    g = torch.Generator().manual_seed(6)
+    ends = torch.stack([~keep_masks((SKIP_MIN_ENTRIES,), 1 - drop, g)[[0, 1, -1]] for _ in range(n_masks)])
+    se = (drop * (1 - drop) / n_masks) ** 0.5                               # 0.0077
+    for rate in ends.double().mean(0).tolist():                            # entries 0, 1 and the last
+        assert abs(rate - drop) < 5 * se
+
+
+def test_skipping_continues_where_a_round_of_gaps_ends(monkeypatch):
     import uncertain_agents.posteriors.masks as masks
 
-    monkeypatch.setattr(masks, "gaps_per_round", lambda remaining, drop: 7)  # many rounds per mask
-    n, drop = 400_000, 0.05
-    m = masks.keep_masks((n,), 1 - drop, torch.Generator().manual_seed(3))
-    dropped = (~m).nonzero().flatten()
-    gaps = (dropped[1:] - dropped[:-1]).double()
-    assert abs(len(dropped) / n - drop) < 5 * (drop * (1 - drop) / n) ** 0.5
-    assert abs((gaps == 1).double().mean().item() - drop) < 5 * (drop * (1 - drop) / len(gaps)) ** 0.5
+    n, keep = 400_000, 0.95
+    whole = masks.keep_masks((n,), keep, torch.Generator().manual_seed(3))
+    # 8 gaps a round use 4 random words each, the same words one long round uses: the same mask
+    monkeypatch.setattr(masks, "gaps_per_round", lambda remaining, drop: 8)
+    in_rounds = masks.keep_masks((n,), keep, torch.Generator().manual_seed(3))
+    assert torch.equal(in_rounds, whole) and int((~whole).sum()) > 19_000
 
 
-def test_skipping_honours_tiny_drop_rates_that_16_bits_would_round():
-    from uncertain_agents.posteriors.masks import keep_masks
+def test_skipping_honours_tiny_drop_rates_that_16_bits_would_round(monkeypatch):
+    import uncertain_agents.posteriors.masks as masks
 
-    drop, n = 3e-5, 4_000_000   # the 16-bit comparison would drop 2/65536 = 3.05e-5
+    calls = []
+    real = masks._keep_masks_by_skipping
+    monkeypatch.setattr(masks, "_keep_masks_by_skipping", lambda *a: calls.append(a) or real(*a))
+    drop, n = 5e-6, 4_000_000   # below 2⁻¹⁷: the 16-bit comparison would keep every entry
     g = torch.Generator().manual_seed(5)
-    dropped = sum(int((~keep_masks((n,), 1 - drop, g)).sum()) for _ in range(5))
-    assert abs(dropped - 5 * n * drop) < 5 * (5 * n * drop) ** 0.5       # 600 ± 24.5
-    extreme = keep_masks((n,), 1 - 1e-15, g)   # gaps of ~10¹⁶ entries: clipped, no overflow
-    assert extreme.shape == (n,) and bool(extreme.all())  # a drop here has probability 4e-9
+    dropped = sum(int((~masks.keep_masks((n,), 1 - drop, g)).sum()) for _ in range(5))
+    assert len(calls) == 5 and abs(dropped - 5 * n * drop) < 5 * (5 * n * drop) ** 0.5   # 100 ± 10
+    # the smallest rate below 1: gaps of ~10¹⁷ entries, clipped at the mask's end before they are summed
+    # (33 of them would overflow int64); a drop among 4 million entries has probability 4·10⁻¹⁰
+    extreme = masks.keep_masks((n,), 1 - 2**-53, g)
+    assert extreme.shape == (n,) and bool(extreme.all())
 
 
 def test_dropped_relu_matches_autograd_of_the_plain_expression():

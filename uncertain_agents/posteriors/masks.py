@@ -8,18 +8,22 @@ about 2.8 ns per 64-bit word here against 7 ns for torch's ``random_``), seeded 
 ``k ≤ 8`` (0.5, 0.75, 0.9375, ...) is exactly ``P(v < q·2ᵏ)`` for a uniform ``k``-bit integer
 ``v``, so one 64-bit draw makes ``64 / k`` masks (64 for the usual ``p = 0.5``); any other
 ``q`` uses 16 bits per mask, i.e. ``q`` rounded to a multiple of ``2⁻¹⁶`` (an error below
-``8·10⁻⁶`` in the drop rate; a ``q`` of ``1 − 2⁻¹⁷`` or more rounds to 1 and keeps every entry). On CUDA, where drawing is cheap, it is ``torch.rand(shape) < q``.
+``8·10⁻⁶`` in the drop rate; a ``q`` of ``1 − 2⁻¹⁷`` or more rounds to 1 and keeps every entry of a
+short request; long ones with such rates are drawn by skipping, below, at the exact rate). On CUDA, where
+drawing is cheap, it is ``torch.rand(shape) < q``.
 
 A low drop rate ``p = 1 − q`` whose ``q`` needs 8 or 16 bits (``p`` at most 1/16 or 1/8 respectively,
 :data:`SKIP_MAX_DROP_PER_BIT`), in a request of at least :data:`SKIP_MIN_ENTRIES` entries (a dropout-α training step: ``K × B`` rows of
 every layer), is drawn by skipping instead: the gaps between dropped entries are independent
-geometric variables, ``G = 1 + ⌊log U / log(1 − p)⌋`` with ``U`` uniform on ``(0, 1]`` (24 random
-bits, float32 arithmetic), so the cost follows the ``p·n`` dropped entries, not the ``16·n`` bits
-of the comparison (for the default rates 0.05 and 0.1, about half the time). Its drop rate
-is ``p`` to within about ``10⁻⁷`` (the 16-bit comparison rounds ``q`` to a multiple of ``2⁻¹⁶``). The gaps
-come from a float32 logarithm, whose last bit may differ between numpy builds and CPUs, so about one gap in
-10⁷ may come out one longer or shorter elsewhere: such masks replay to the bit on the CPU and numpy that drew
-them, as a run's floating-point results do anyway (docs/speed.md, "Session 26").
+geometric variables, ``G = 1 + ⌊log U / log(1 − p)⌋`` with ``U`` uniform on ``(0, 1]``, so the cost
+follows the ``p·n`` dropped entries, not the ``16·n`` bits of the comparison (for the default rates 0.05
+and 0.1, 55–65% of the comparison's time). ``U`` has 24 random bits and float32 arithmetic for
+``p ≥ 2⁻⁸`` (:data:`SKIP_FLOAT32_MIN_DROP`): every gap's probability is then exact to ``2⁻²⁴``, i.e. to a
+relative ``2⁻²⁴ / p`` (``10⁻⁶`` at ``p = 0.05``); lower rates, whose gaps are long, take 53 bits and float64.
+The gaps come from a logarithm whose last bit may differ between numpy builds and CPUs, so at the default
+rates about one gap in 10⁷ may come out one entry longer or shorter elsewhere: such masks replay to the bit
+on the CPU and numpy that drew them, as a run's floating-point results do anyway (docs/speed.md, "Session
+26").
 """
 from __future__ import annotations
 
@@ -97,7 +101,10 @@ def random_words(n: int, generator: torch.Generator) -> Tensor:
 SKIP_MAX_DROP_PER_BIT = 1 / 128
 #: Smallest request drawn by skipping (below it, the fixed cost of a few array operations dominates).
 SKIP_MIN_ENTRIES = 2**15
+#: Drop rates from here up use 24-bit uniforms in float32 for the gaps; lower rates 53-bit ones in float64.
+SKIP_FLOAT32_MIN_DROP = 2.0**-8
 _U24 = np.float32(2.0**-24)
+_U53 = 2.0**-53
 
 
 def gaps_per_round(remaining: int, drop: float) -> int:
@@ -116,15 +123,21 @@ def _keep_masks_by_skipping(numel: int, drop: float, generator: torch.Generator,
     shortfall only costs another round: the gaps are memoryless). Random bits: numpy's PCG64, seeded
     by one 64-bit draw of ``generator``, as for long requests of :func:`random_words`."""
     rng = np.random.PCG64(int(torch.empty((), dtype=torch.int64).random_(0, _INT64_MAX, generator=generator)))
-    per_log = np.float32(1.0 / math.log1p(-drop))  # < 0
+    wide = drop < SKIP_FLOAT32_MIN_DROP
+    per_log = 1.0 / math.log1p(-drop) if wide else np.float32(1.0 / math.log1p(-drop))  # < 0
     out = torch.ones(numel, dtype=dtype)
     start = 0  # the first entry not yet decided
     while start < numel:
         n_gaps = gaps_per_round(numel - start, drop)
-        bits = rng.random_raw(-(-n_gaps // 2)).view(np.uint32)[:n_gaps] >> 8  # 24 random bits each
-        u = bits.astype(np.float32)
-        u += 1.0
-        u *= _U24  # uniform on (0, 1], exactly representable
+        if wide:  # 53 random bits, float64
+            u = (rng.random_raw(n_gaps) >> 11).astype(np.float64)
+            u += 1.0
+            u *= _U53
+        else:  # 24 random bits from each half of a 64-bit word, float32
+            u = (rng.random_raw(-(-n_gaps // 2)).view(np.uint32)[:n_gaps] >> 8).astype(np.float32)
+            u += 1.0
+            u *= _U24
+        # u: uniform on (0, 1], exactly representable
         np.log(u, out=u)
         u *= per_log
         gaps = np.floor(u, out=u).astype(np.int64)
