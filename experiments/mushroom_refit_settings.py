@@ -41,6 +41,8 @@ SETTINGS: dict[str, tuple[dict, dict]] = {
     "hidden50x2": ({"hidden": (50, 50)}, {}),
     "hidden20": ({"hidden": (20,)}, {}),
     "hidden10": ({"hidden": (10,)}, {}),
+    "tanh": ({"activation": "tanh"}, {}),
+    "gelu": ({"activation": "gelu"}, {}),
     "reward_scale5": ({}, {"reward_scale": 5.0}),
     "reward_scale15": ({}, {"reward_scale": 15.0}),
     "reward_scale0.5": ({}, {"reward_scale": 0.5}),
