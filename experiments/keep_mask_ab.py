@@ -4,7 +4,8 @@ Times, in one process and interleaved round by round: the keep-masks of one ``dr
 training step (``draw_keep`` for ``K × B`` rows of every layer) and the step itself through the
 public ``fit``, once with long low-rate masks drawn by skipping (the library's behaviour) and once
 with skipping switched off (``SKIP_MIN_ENTRIES`` set out of reach: the 16-bit comparison of
-before), beside a plain PyTorch MLP step; prints the medians and writes them as JSON.
+before), beside a plain PyTorch MLP step; prints the medians and the median over rounds of the
+paired difference (the machine's speed drifts between rounds), and writes them as JSON.
 
     OMP_NUM_THREADS=2 python experiments/keep_mask_ab.py --network bandit --out ab.json
 """
@@ -21,7 +22,7 @@ import torch
 import uncertain_agents.posteriors.masks as masks
 from uncertain_agents.bench import get_network, make_batch, parse_candidate, plain_step_fn, posterior_step_fn
 from uncertain_agents.registry import make_posterior
-from uncertain_agents.runs import processor_name
+from uncertain_agents.runs import atomic_write_text, processor_name, record_run
 
 OFF = 2**62
 
@@ -70,14 +71,20 @@ def main() -> None:
     for key, median in medians.items():
         ratio = f"{median / plain:5.2f}× plain" if "masks of" not in key else ""
         print(f"  {key:55s} {median:8.0f} µs  {ratio}")
+    # the machine's speed drifts between rounds; the two variants of one round ran back to back
+    paired = {what: statistics.median(a - b for a, b in zip(times[f"{label} {what} (skipping)"],
+                                                            times[f"{label} {what} (16-bit comparison)"]))
+              for what in ("masks of a step", "step")}
+    for what, diff in paired.items():
+        print(f"  {label} {what}: skipping − comparison, median over rounds {diff:+.0f} µs "
+              f"({100 * diff / medians[f'{label} {what} (16-bit comparison)']:+.1f}%)")
     if args.out is not None:
         result = {"network": args.network, "posterior": args.posterior, "cpu": processor_name(),
                   "threads": args.threads, "torch_version": torch.__version__, "rounds": args.rounds,
-                  "steps": args.steps, "median_us": medians, "rounds_us": times}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(args.out)
+                  "steps": args.steps, "median_us": medians, "paired_median_difference_us": paired,
+                  "rounds_us": times}
+        record_run(args.out.parent)  # the folder's manifest.json lists the runs that wrote it
+        atomic_write_text(args.out, json.dumps(result, indent=1))
         print(f"wrote {args.out}")
 
 
