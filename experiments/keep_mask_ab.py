@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
 import uncertain_agents.posteriors.masks as masks
-from uncertain_agents.bench import get_network, make_batch, parse_candidate, plain_step_fn, posterior_step_fn
+from uncertain_agents.bench import (get_network, interleaved, make_batch, parse_candidate, plain_step_fn,
+                                    posterior_step_fn)
 from uncertain_agents.registry import make_posterior
 from uncertain_agents.runs import atomic_write_text, processor_name, record_run
 
@@ -55,15 +55,16 @@ def main() -> None:
     for mode, threshold in (("skipping", default), ("16-bit comparison", OFF)):
         cases[f"{label} masks of a step ({mode})"] = (threshold, draw_masks)
         cases[f"{label} step ({mode})"] = (threshold, step)
-    times: dict[str, list[float]] = {key: [] for key in cases}
-    step()  # first fit: the allocator setting, lazy initialisation
-    for _ in range(args.rounds):
-        for key, (threshold, fn) in cases.items():
+
+    def with_threshold(threshold: int | None, fn):
+        def run() -> None:
             masks.SKIP_MIN_ENTRIES = default if threshold is None else threshold
-            start = time.perf_counter()
             fn()
-            times[key].append((time.perf_counter() - start) / args.steps * 1e6)
+        return run
+
+    seconds = interleaved({key: with_threshold(*case) for key, case in cases.items()}, rounds=args.rounds)
     masks.SKIP_MIN_ENTRIES = default
+    times = {key: [s / args.steps * 1e6 for s in values] for key, values in seconds.items()}
     medians = {key: statistics.median(values) for key, values in times.items()}
     plain = medians["plain step"]
     print(f"{args.network} network ({net.label}, batch {net.batch}), {processor_name()}, {args.threads} threads, "
