@@ -91,8 +91,12 @@ def random_words(n: int, generator: torch.Generator) -> Tensor:
     ``generator`` for long requests, from ``generator`` itself for short ones."""
     if n < PCG64_MIN_WORDS:
         return torch.empty(n, dtype=torch.int64).random_(-_INT64_MAX - 1, _INT64_MAX, generator=generator)
-    seed = int(torch.empty((), dtype=torch.int64).random_(0, _INT64_MAX, generator=generator))
-    return torch.from_numpy(np.random.PCG64(seed).random_raw(n).view(np.int64))
+    return torch.from_numpy(_pcg64(generator).random_raw(n).view(np.int64))
+
+
+def _pcg64(generator: torch.Generator) -> np.random.PCG64:
+    """numpy's PCG64 seeded by one 64-bit draw of ``generator`` (so its words are reproducible from it)."""
+    return np.random.PCG64(int(torch.empty((), dtype=torch.int64).random_(0, _INT64_MAX, generator=generator)))
 
 
 #: Largest drop rate drawn by skipping (:func:`_keep_masks_by_skipping`), per random bit the comparison would spend
@@ -120,9 +124,9 @@ def _keep_masks_by_skipping(numel: int, drop: float, generator: torch.Generator,
 
     Dropped positions are ``start − 1 + cumsum(G)`` for gaps ``G ≥ 1`` with ``P(G > g) = (1 − p)^g``;
     the gaps come in rounds sized to cover the rest of the mask with overwhelming probability (a
-    shortfall only costs another round: the gaps are memoryless). Random bits: numpy's PCG64, seeded
-    by one 64-bit draw of ``generator``, as for long requests of :func:`random_words`."""
-    rng = np.random.PCG64(int(torch.empty((), dtype=torch.int64).random_(0, _INT64_MAX, generator=generator)))
+    shortfall only costs another round: the gaps are memoryless). Random bits: :func:`_pcg64`, as for
+    long requests of :func:`random_words`."""
+    rng = _pcg64(generator)
     wide = drop < SKIP_FLOAT32_MIN_DROP
     per_log = 1.0 / math.log1p(-drop) if wide else np.float32(1.0 / math.log1p(-drop))  # < 0
     out = torch.ones(numel, dtype=dtype)
