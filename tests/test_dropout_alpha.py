@@ -275,8 +275,8 @@ def test_skipping_honours_tiny_drop_rates_that_16_bits_would_round(monkeypatch):
     g = torch.Generator().manual_seed(5)
     dropped = sum(int((~masks.keep_masks((n,), 1 - drop, g)).sum()) for _ in range(5))
     assert len(calls) == 5 and abs(dropped - 5 * n * drop) < 5 * (5 * n * drop) ** 0.5   # 100 ± 10
-    # the smallest rate below 1: gaps of ~10¹⁷ entries, clipped at the mask's end before they are summed
-    # (33 of them would overflow int64); a drop among 4 million entries has probability 4·10⁻¹⁰
+    # the smallest rate below 1: gaps of ~10¹⁶ entries (clipped at the mask's end before they are summed);
+    # a drop among 4 million entries has probability 4·10⁻¹⁰
     extreme = masks.keep_masks((n,), 1 - 2**-53, g)
     assert extreme.shape == (n,) and bool(extreme.all())
 
