@@ -233,5 +233,12 @@ def test_option_parsing():
     assert parse_posterior_spec("dropout-alpha:alpha=0.5,train_samples=3") == (
         "dropout-alpha", {"alpha": 0.5, "train_samples": 3})
     assert parse_posterior_spec("map") == ("map", {})
+    # a comma inside a list, a tuple or a quoted value belongs to the value, not between options
+    assert parse_posterior_spec("fsvgd:prior_std=[0.1, 1.0],n_particles=5") == (
+        "fsvgd", {"prior_std": [0.1, 1.0], "n_particles": 5})
+    assert parse_posterior_spec("mfvi:hidden=(50,50),activation='a,b'") == (
+        "mfvi", {"hidden": (50, 50), "activation": "a,b"})
+    with pytest.raises(ValueError, match="key=value"):
+        parse_posterior_spec("mfvi:hidden=50,50")        # unbracketed: the second 50 is no option
     with pytest.raises(ValueError, match="key=value"):
         parse_key_value("noise_std")

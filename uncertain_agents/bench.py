@@ -70,24 +70,16 @@ def get_network(name: str) -> BenchNetwork:
 def parse_candidate(text: str) -> tuple[str, str, dict]:
     """``"name"`` or ``"name:key=value,key=value"`` -> ``(label, registered name, options)``.
 
-    Values are Python literals (``20``, ``0.5``, ``True``, ``'relu'``) or else plain strings;
-    the label is the registered name followed by the options, e.g. ``ensemble:n_members=20``.
+    Options are read by :func:`uncertain_agents.options.parse_posterior_spec` (Python literals
+    such as ``20``, ``0.5``, ``[0.1, 1.0]``, ``'relu'``; ``true``/``false``/``none``; else plain
+    strings); the label is the registered name followed by the options, e.g.
+    ``ensemble:n_members=20``.
     """
-    import ast
-
+    from .options import parse_posterior_spec
     from .registry import resolve_name
 
-    name, _, rest = text.partition(":")
-    canonical = resolve_name(name.strip())
-    options: dict = {}
-    for item in filter(None, (part.strip() for part in rest.split(","))):
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise ValueError(f"posterior option {item!r} in {text!r} must look like key=value")
-        try:
-            options[key.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            options[key.strip()] = value.strip()
+    name, options = parse_posterior_spec(text)
+    canonical = resolve_name(name)
     label = canonical + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")
     return label, canonical, options
 
