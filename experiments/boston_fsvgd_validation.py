@@ -26,7 +26,7 @@ from boston_fsvgd import parse_method  # noqa: E402
 
 import uncertain_agents as ua  # noqa: E402
 from uncertain_agents.datasets.uci import UCIDataset  # noqa: E402
-from uncertain_agents.runs import atomic_write_csv  # noqa: E402
+from uncertain_agents.runs import atomic_write_csv, record_run  # noqa: E402
 
 EPOCHS = (25, 50, 100, 200, 300, 500)
 
@@ -62,6 +62,8 @@ def main(argv=None) -> None:
     df = pd.DataFrame(rows)
     if args.csv is not None:
         atomic_write_csv(args.csv, df)
+        if args.csv.resolve().parent != Path(__file__).resolve().parent / "results":
+            record_run(args.csv.parent)  # a results folder lists the runs that wrote into it
     print(df[df.epoch == EPOCHS[-1]].groupby("method", sort=False)[["val_nll", "val_rmse"]].mean())
 
 

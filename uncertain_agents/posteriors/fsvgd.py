@@ -19,8 +19,9 @@ Regression noise is per particle: a separate MAP step under InvGamma(a, b) on th
 noise std, or fixed with ``noise_std`` (see :class:`ParticlePosterior`).
 
 Defaults, chosen for robustness over long runs (``docs/fsvgd.md`` has the evidence):
-``n_extra = min(B, 32)`` extra points, perturbed by ``N(0, 1/N)`` in standardised units
-(the authors' KDE width); four prior points and 40 prior draws, sampled layer by layer
+``n_extra = min(B, 32)`` extra points, perturbed by ``N(0, 1/N)`` in training units (under
+the default √d input scale that is √d times the authors' KDE width, ``1/sqrt(N·d)`` on their
+√d-scaled inputs; the authors' width was no better on validation rows, docs/fsvgd.md); four prior points and 40 prior draws, sampled layer by layer
 with an exact QR trick (``prior_function_draws``); eigenvalue floor 1e-3 (10 for
 classification); prior weight ``prior_scale = 1``; inputs standardised and divided by √d
 (``input_scale="sqrt_dim"``, the authors' scaling); and ``noise_holdout = 0.1`` — the
