@@ -6,6 +6,7 @@ A posterior is chosen by a spec string ``NAME[:key=value,...]``, e.g. ``map`` or
 """
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -19,7 +20,7 @@ import torch
 
 from uncertain_agents.datasets.images import ImageDataset
 from uncertain_agents.options import parse_posterior_spec
-from uncertain_agents.registry import load_posterior, make_posterior, resolve_name
+from uncertain_agents.registry import load_posterior, make_posterior, posterior_class, resolve_name
 from uncertain_agents.runs import atomic_write_text
 from uncertain_agents.seeding import ATTACK_SUBSET_KEY, stream_generator
 from uncertain_agents.validation import check_positive_int, check_seed
@@ -177,18 +178,93 @@ def _json_default(value):
     raise TypeError(f"cannot write {type(value).__name__} to JSON")
 
 
+#: What ``make_posterior`` records in a posterior's ``config`` besides the method's options.
+NETWORK_KEYS = ("name", "in_dim", "out_dim", "hidden", "activation", "likelihood", "seed")
+_NO_DEFAULT = object()
+
+
+def option_defaults(name: str) -> dict:
+    """The default of every keyword option of posterior ``name`` (the most derived class's wins)."""
+    defaults: dict = {}
+    for klass in posterior_class(name).__mro__:
+        if "__init__" in vars(klass):
+            for param in inspect.signature(vars(klass)["__init__"]).parameters.values():
+                if param.kind == param.KEYWORD_ONLY and param.default is not param.empty:
+                    defaults.setdefault(param.name, param.default)
+    return defaults
+
+
+def _as_saved(value):
+    """``value`` as a saved configuration reads it back (JSON: tuples become lists)."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError):
+        return value
+
+
+def _describe(name: str, options: dict, hidden, activation) -> str:
+    opts = ", ".join(f"{k}={v!r}" for k, v in sorted(options.items())) or "default options"
+    return f"method {name!r} ({opts}), hidden {list(hidden)}, activation {activation!r}"
+
+
+def check_loaded(post, choice: PosteriorChoice, path, *, hidden=(400, 400), activation: str = "relu") -> None:
+    """Raise ``ValueError`` unless the loaded ``post`` is the model ``choice`` with ``hidden`` and
+    ``activation`` asks for: the same registered method (names compared after ``resolve_name``), the
+    same options (as its saved ``config`` holds them; an option left out counts as its default) and
+    the same network (hidden widths, activation). The message names the file, what it holds and
+    what was asked for."""
+    hidden = [int(h) for h in ((hidden,) if isinstance(hidden, int) else hidden)]
+    config = dict(post.config)
+    held_name = resolve_name(str(config.get("name", post.name)))
+    held_options = {k: v for k, v in config.items() if k not in NETWORK_KEYS}
+    held_hidden = list(config.get("hidden", post.spec.hidden))
+    held_activation = config.get("activation", post.spec.activation)
+    wanted_options = {k: _as_saved(v) for k, v in choice.options.items()}
+    differences = []
+    if held_name != choice.name:
+        differences.append(f"method {held_name!r} instead of {choice.name!r}")
+    else:
+        defaults = option_defaults(held_name)
+        for key in sorted(set(held_options) | set(wanted_options)):
+            default = _as_saved(defaults.get(key, _NO_DEFAULT))
+            held, wanted = held_options.get(key, default), wanted_options.get(key, default)
+            if held != wanted or isinstance(held, bool) != isinstance(wanted, bool):
+                shown = ["(not set)" if value is _NO_DEFAULT else
+                         repr(value) + ("" if key in given else " (the default)")
+                         for value, given in ((held, held_options), (wanted, wanted_options))]
+                differences.append(f"{key}={shown[0]} instead of {shown[1]}")
+    if held_hidden != hidden:
+        differences.append(f"hidden {held_hidden} instead of {hidden}")
+    if held_activation != activation:
+        differences.append(f"activation {held_activation!r} instead of {activation!r}")
+    if differences:
+        raise ValueError(
+            f"{path} holds {_describe(held_name, held_options, held_hidden, held_activation)}, but "
+            f"posterior {choice.label!r} asks for {_describe(choice.name, choice.options, hidden, activation)} "
+            f"({'; '.join(differences)}); load a file saved for this posterior and network")
+
+
 def load_or_train(choices, data: ImageDataset, *, load_dir=None, save_dir=None, hidden=(400, 400),
                   activation="relu", epochs: float = 5, batch_size: int = 128, lr=None, seed: int = 0,
                   device="cpu", progress: bool = False, log=None) -> tuple[dict, pd.DataFrame]:
     """Posteriors by label, loaded from ``load_dir/<label>.pt`` or trained (and saved to
-    ``save_dir``), plus a table of training times."""
+    ``save_dir``), plus a table of training times.
+
+    A loaded file must hold the model that would be trained in its place: a classifier for
+    ``data`` of the choice's method and options with ``hidden`` and ``activation``
+    (:func:`check_loaded`); anything else raises ``ValueError`` naming the file.
+    """
     posteriors, times = {}, []
     for choice in choices:
         if load_dir is not None:
             path = Path(load_dir) / f"{choice.file_stem}.pt"
             post = load_posterior(path, map_location=device)
-            if post.kind != "categorical" or post.spec.in_dim != data.in_dim:
-                raise ValueError(f"{path} is not a classifier for {data.name} ({data.in_dim} inputs)")
+            if (post.kind != "categorical" or post.spec.in_dim != data.in_dim
+                    or post.spec.out_dim != data.n_classes):
+                raise ValueError(f"{path} is not a classifier for {data.name} ({data.in_dim} inputs, "
+                                 f"{data.n_classes} classes): it holds likelihood {post.kind!r} with "
+                                 f"{post.spec.in_dim} inputs and {post.spec.out_dim} outputs")
+            check_loaded(post, choice, path, hidden=hidden, activation=activation)
             seconds = float("nan")
         else:
             post = build_classifier(choice, data, hidden=hidden, activation=activation, seed=seed, device=device)

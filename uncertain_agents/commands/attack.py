@@ -9,8 +9,9 @@ from pathlib import Path
 
 from .common import seed_arg
 
-REPORT_EPSILONS = (0.0, 0.1, 0.2, 0.3)
-REPORT_STEPS = (0, 10, 20, 40)
+#: the printed tables show every ε (every I-FGSM step) up to this many, else evenly spaced ones
+REPORT_EPSILONS = 11
+REPORT_STEPS = 6
 HEADERS = {"accuracy": "acc", "mean_entropy": "entropy", "auroc_entropy": "AUROC(H)",
            "auroc_mutual_information": "AUROC(MI)", "target_success": "target", "epsilon": "ε"}
 
@@ -51,7 +52,24 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _table(frame, key: str, keep, title: str, columns):
+def report_values(values, most: int) -> list:
+    """The sorted distinct ``values`` when there are at most ``most`` of them; otherwise at most
+    ``most`` evenly spaced ones, always the first and the last (an even stride through the list
+    when one gives at least four rows: ε 0, 0.02, ..., 0.5 -> 0, 0.1, ..., 0.5; steps 0..40 ->
+    0, 8, ..., 40)."""
+    values = sorted(set(values))
+    if len(values) <= most:
+        return values
+    last = len(values) - 1
+    for stride in range(1, last + 1):
+        rows = last // stride + 1
+        if last % stride == 0 and min(4, most) <= rows <= most:
+            return values[::stride]
+    picks = sorted({int(round(i * last / (most - 1))) for i in range(most)})
+    return [values[i] for i in picks]
+
+
+def _table(frame, key: str, most: int, title: str, columns):
     from rich.table import Table
 
     table = Table(title=title)
@@ -59,8 +77,7 @@ def _table(frame, key: str, keep, title: str, columns):
     for col in (key, *columns):
         header = HEADERS.get(col, col)
         table.add_column(header, justify="right", no_wrap=True, min_width=max(5, len(header)))
-    values = sorted(frame[key].unique())
-    shown = [v for v in values if any(abs(v - k) < 1e-9 for k in keep)] or values
+    shown = report_values(frame[key].tolist(), most)
     for _, row in frame[frame[key].isin(shown)].iterrows():
         table.add_row(str(row["posterior"]), f"{row[key]:g}", *(f"{row[c]:.3f}" for c in columns))
     return table
@@ -129,7 +146,11 @@ def run(args) -> int:
     data = load_dataset(args.dataset, args.data_dir)
     loaded = None
     if load is not None:  # a broken or wrong model file fails now, before the run folder records --load
-        loaded, load_times = load_or_train(choices, data, load_dir=load, device=args.device)
+        try:  # each file must hold the method, options and network asked for (not just any classifier)
+            loaded, load_times = load_or_train(choices, data, load_dir=load, hidden=args.hidden,
+                                               activation=args.activation, device=args.device)
+        except ValueError as err:
+            raise ValueError(f"--load {args.load}: {err}") from None
     if not 0 <= args.target < data.n_classes:
         raise ValueError(f"--target must be a class index in [0, {data.n_classes - 1}] for {data.name}, "
                          f"got {args.target}")
