@@ -7,6 +7,8 @@ import torch
 from torch import Tensor
 import torch.nn.functional as F
 
+from .validation import check_finite
+
 LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -100,6 +102,7 @@ class Predictive:
     @property
     def probs(self) -> Tensor:
         """``[B, C]``: Monte-Carlo mean class probabilities."""
+        self._require("categorical", "probs")
         return self.log_probs.exp()
 
     # ------------------------------------------------------------ scores
@@ -120,13 +123,14 @@ class Predictive:
         return torch.logsumexp(lp, dim=0) - math.log(self.n_samples)
 
     def labels(self, y) -> Tensor:
-        """``y`` as ``[B]`` long class labels, checked: one per input, whole numbers in ``[0, C)``."""
+        """``y`` as ``[B]`` long class labels, checked: one per input, finite whole numbers in ``[0, C)``."""
         self._require("categorical", "labels")
         B, C = self.samples.shape[1], self.samples.shape[2]
         y = torch.as_tensor(y, device=self.samples.device)
         if y.numel() != B or (y.dim() > 1 and y.shape != (B, 1)):
             raise ValueError(f"y must hold one class label per input ([{B}]), got shape {tuple(y.shape)}")
         y = y.reshape(B)
+        check_finite(y, "y")
         if y.is_floating_point() and not bool(torch.equal(y, y.round())):
             raise ValueError("y must hold whole-number class labels, got fractional values")
         if B and (int(y.min()) < 0 or int(y.max()) >= C):
@@ -135,13 +139,15 @@ class Predictive:
         return y.long()
 
     def targets(self, y) -> Tensor:
-        """Regression ``y`` as ``[B, out]`` in the samples' dtype (``[B]`` accepted for one output), checked."""
+        """Regression ``y`` as ``[B, out]`` in the samples' dtype (``[B]`` accepted for one output), checked
+        (the shape; finite values: a NaN or infinite target is a ``ValueError`` naming ``y``)."""
         self._require("gaussian", "targets")
         y = torch.as_tensor(y, device=self.samples.device).to(self.samples.dtype)
         if y.dim() == 1:
             y = y.unsqueeze(-1)
         if y.shape != self.samples.shape[1:]:
             raise ValueError(f"y must have shape {tuple(self.samples.shape[1:])}, got {tuple(y.shape)}")
+        check_finite(y, "y")  # a NaN target would score NaN, not fail (fit refuses it too)
         return y
 
     def entropy(self) -> Tensor:

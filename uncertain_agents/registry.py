@@ -261,11 +261,9 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int
         raise TypeError(f"hidden must be a sequence of layer widths, got {hidden!r}") from None
     device = check_device(device)
     spec = MLPSpec(in_dim, out_dim, hidden, activation)
+    # the construction records post.config — name, spec fields, likelihood, seed, the options given,
+    # NumPy scalars as Python numbers — and refuses an option JSON cannot save (posteriors/base.py)
     post = cls(spec, likelihood, device=device, seed=seed, **method_kwargs)
-    post.config = {"name": key, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
-                   "activation": activation, "likelihood": likelihood, "seed": seed,
-                   **method_kwargs}
-    json.dumps(post.config)  # fail early if an option cannot be saved
     return post.to(device)
 
 

@@ -1,6 +1,7 @@
 """Input checks that turn bad arguments into clear errors naming the argument."""
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Sequence
 from typing import Union
@@ -107,3 +108,45 @@ def check_positive_float(value, name: str, *, allow_none: bool = False):
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value <= 0:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def plain_value(value):
+    """``value`` with NumPy scalars (``np.int64(3)``, ``np.float32(0.5)``, ``np.bool_``), 0-d NumPy
+    arrays and 0-d torch tensors of numbers turned into the Python ``int`` / ``float`` / ``bool``
+    they hold (``np.float64``, a ``float`` subclass, too), also inside lists and tuples (a list stays
+    a list, a tuple a tuple); anything else is returned unchanged. Method options pass through it,
+    so that ``n_members=np.int64(3)`` builds the same posterior as ``n_members=3`` and the saved
+    configuration (JSON) holds plain numbers."""
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, np.generic) and isinstance(value, (np.bool_, np.number)):
+        return value.item()
+    if isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
+        return value.item()
+    if isinstance(value, Tensor) and value.dim() == 0 and (value.is_floating_point() or value.dtype in _REAL_DTYPES):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        items = [plain_value(v) for v in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return items if isinstance(value, list) else tuple(items)
+    return value
+
+
+def check_saveable_options(options: dict, what: str) -> None:
+    """Raise ``TypeError`` naming the first entry of ``options`` that JSON cannot write (a saved
+    posterior's configuration is JSON): options must be numbers, strings, booleans, ``None`` or
+    lists of them. ``what`` (e.g. ``"mfvi"``) starts the message."""
+    try:
+        json.dumps(options)
+        return
+    except (TypeError, ValueError):
+        pass
+    for key, value in options.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what}: option {key}={value!r} ({type(value).__name__}) cannot be saved with the "
+                            f"posterior; options must be numbers, strings, booleans, None or lists of "
+                            f"them") from None
+    raise TypeError(f"{what}: the options {options!r} cannot be saved with the posterior")  # pragma: no cover

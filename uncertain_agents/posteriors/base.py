@@ -28,7 +28,8 @@ from ..likelihoods import make_likelihood
 from ..network import MLPSpec
 from ..predictive import Predictive
 from ..seeding import POSTERIOR_INIT_KEY, POSTERIOR_TRAIN_KEY, stream_seed
-from ..validation import ArrayLike, check_device, check_inputs, check_positive_float, check_positive_int, check_seed
+from ..validation import (ArrayLike, check_device, check_inputs, check_positive_float, check_positive_int,
+                          check_saveable_options, check_seed, plain_value)
 from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
@@ -60,15 +61,45 @@ def prior_std_vector(spec: MLPSpec, prior_std) -> Tensor:
     return torch.full((spec.num_params,), check_positive_float(prior_std, "prior_std"))
 
 
+#: Keyword arguments of a posterior's constructor that are not method options (not in ``config``
+#: under their own name: the spec's fields and the likelihood are, ``device`` is not saved).
+_NOT_OPTIONS = frozenset({"spec", "likelihood", "device", "seed"})
+
+
+def construction_config(post: "Posterior", args: tuple, kwargs: dict) -> dict:
+    """The configuration :func:`~uncertain_agents.make_posterior` records for a posterior built as
+    ``cls(*args, **kwargs)``: the method name, the spec's fields, the likelihood, the seed and the
+    method options passed (by keyword; options left at their defaults are not recorded, so agents
+    can tell them from the user's choices). ``load_posterior`` rebuilds the posterior from it."""
+    spec = args[0] if args else kwargs.get("spec")
+    if not isinstance(spec, MLPSpec):  # a subclass that builds its own spec from other arguments
+        spec = post.spec
+    return {"name": type(post).name, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
+            "activation": spec.activation, "likelihood": post.kind, "seed": kwargs.get("seed"),
+            **{key: value for key, value in kwargs.items() if key not in _NOT_OPTIONS}}
+
+
 class _PlacedOnItsDevice(type):
-    """Metaclass of :class:`Posterior`: once a construction has finished — every ``__init__`` of
-    the class, its bases and any mixin — the posterior moves to the ``device`` it was given. Each
-    method builds its state on the CPU (a seeded initialisation is then the same on every device),
-    so ``MeanFieldVI(spec, device="cuda")`` lives on the GPU as ``make_posterior(..., device="cuda")``
-    does (before session 33 a class built directly stayed on the host)."""
+    """Metaclass of :class:`Posterior`: a construction — every ``__init__`` of the class, its bases
+    and any mixin — gets its keyword options as plain Python values (NumPy and 0-d torch scalars
+    become ``int`` / ``float`` / ``bool``: :func:`~uncertain_agents.validation.plain_value`), and once
+    it has finished the posterior
+
+    * records its configuration (:func:`construction_config`: method name, spec, likelihood, seed,
+      the options passed), so a class built directly — ``MeanFieldVI(spec, prior_std=3.0)`` — saves
+      and loads, and agents respect its explicit options, as ``make_posterior`` does (its ``config``
+      used to stay empty); an option JSON cannot save is a ``TypeError`` naming it;
+    * moves to the ``device`` it was given. Each method builds its state on the CPU (a seeded
+      initialisation is then the same on every device), so ``MeanFieldVI(spec, device="cuda")``
+      lives on the GPU as ``make_posterior(..., device="cuda")`` does (before session 33 a class
+      built directly stayed on the host)."""
 
     def __call__(cls, *args, **kwargs):
+        kwargs = {key: plain_value(value) for key, value in kwargs.items()}
         post = super().__call__(*args, **kwargs)
+        # whatever __init__ itself wrote into config (nothing, for the library's methods) wins
+        post.config = {**construction_config(post, args, kwargs), **post.config}
+        check_saveable_options(post.config, post.name)
         requested = post.__dict__.get("_requested_device")
         if requested is not None and requested != post.device:
             post.to(requested)
@@ -198,6 +229,25 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         """Hook called by :meth:`set_prior_std`: refresh anything derived from ``prior_std``."""
 
     # -------------------------------------------------------------- helpers
+    def to(self, *args, **kwargs):
+        """``nn.Module.to``, with the device checked first (:func:`~uncertain_agents.validation.check_device`):
+        ``post.to("cuda")`` on a machine without CUDA is the same clear ``ValueError`` as
+        ``make_posterior(..., device="cuda")``, not torch's assertion."""
+        device = kwargs["device"] if "device" in kwargs else args[0] if args else None
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = torch.device("cuda", device)  # an index: torch's current accelerator, CUDA here
+        if isinstance(device, (str, torch.device)):
+            check_device(device)
+        return super().to(*args, **kwargs)
+
+    def cuda(self, device=None):
+        """``nn.Module.cuda``, with the device checked first as in :meth:`to`."""
+        if device is None or (isinstance(device, int) and not isinstance(device, bool)):
+            check_device(torch.device("cuda", device))
+        else:
+            check_device(device)
+        return super().cuda(device)
+
     @property
     def device(self) -> torch.device:
         """The device the posterior's parameters and buffers live on."""
