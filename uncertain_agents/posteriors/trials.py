@@ -585,6 +585,6 @@ def make_trial_posterior(name: str, *, trials: int, in_dim: int, out_dim: int, h
     spec = MLPSpec(in_dim, out_dim, hidden, activation)
     post = TRIAL_METHODS[key](spec, "gaussian", trials=trials, device=device, seed=seed, **method_kwargs)
     post.config = {"name": key, "trials": int(trials), "in_dim": spec.in_dim, "out_dim": spec.out_dim,
-                   "hidden": list(spec.hidden), "activation": activation, "likelihood": "gaussian", "seed": seed,
-                   **method_kwargs}
+                   "hidden": list(spec.hidden), "activation": activation, "likelihood": "gaussian",
+                   "seed": post.config.get("seed"), **{k: post.config.get(k, v) for k, v in method_kwargs.items()}}
     return post.to(device)
