@@ -190,6 +190,7 @@ def test_regress_command_writes_run_folder(tmp_path, capsys):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_splits"] == 2 and math.isfinite(summary["test_nll_mean"])
     assert (out / "splits.csv").read_text().startswith("split,test_nll,test_rmse")
+    assert (out / "splits.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"   # the per-split plot
     assert "test NLL" in capsys.readouterr().out
 
 

@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as err:
         _error(f"{err} — finished units are kept in the run folder")
         return 1
-    except (ValueError, TypeError, KeyError, FileNotFoundError) as err:
+    except (ValueError, TypeError, KeyError) as err:
         _error(str(err) if not isinstance(err, KeyError) else f"missing key {err}")
         return 2
-    except OSError as err:
+    except OSError as err:  # FileNotFoundError included: a missing input, or a file that cannot be written
         _error(f"{err.strerror or err}" + (f": {err.filename}" if getattr(err, "filename", None) else ""))
         return 2
     except RuntimeError as err:

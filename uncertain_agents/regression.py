@@ -92,6 +92,34 @@ def write_run(frame: pd.DataFrame, config: UCIConfig, out_dir) -> Path:
     return out
 
 
+def plot_splits(frame: pd.DataFrame, *, title: str = ""):
+    """A figure of test NLL and RMSE per split (points), with the mean over splits (line) and
+    ± one standard error (band): the spread between splits is most of a UCI table's ±.
+
+    ``frame`` has columns ``split``, ``test_nll`` and ``test_rmse`` (one row per split, as
+    :func:`run_uci` returns). Returns the matplotlib figure; the caller saves and closes it.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize(frame)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+    for ax, column, label in zip(axes, ("test_nll", "test_rmse"), ("test NLL (nats)", "test RMSE")):
+        mean, se = summary[f"{column}_mean"], summary[f"{column}_se"]
+        ax.plot(frame["split"], frame[column], "o", color="tab:blue", markersize=4)
+        ax.axhline(mean, color="tab:red", label=f"mean {mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}"))
+        if not math.isnan(se):
+            ax.axhspan(mean - se, mean + se, color="tab:red", alpha=0.15)
+        ax.set_xlabel("split")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    fig.suptitle(title or f"{summary['n_splits']} split(s)")
+    fig.tight_layout()
+    return fig
+
+
 class _SplitBar:
     def __init__(self, enabled: bool, total: int, description: str):
         self.progress = None

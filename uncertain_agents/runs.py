@@ -3,6 +3,7 @@
 run resumes and a different run is never overwritten silently."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
@@ -16,12 +17,21 @@ from pathlib import Path
 
 def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed and
-    fsynced, then renamed over ``path`` (a reader sees the old file or the new one, never half)."""
+    fsynced, then renamed over ``path`` (a reader sees the old file or the new one, never half).
+
+    Missing folders above ``path`` are made. An ``OSError`` (of the same kind and ``errno``) names
+    ``path``, not the temporary file: ``cannot write PATH: <reason>``."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"cannot write {path}: it is a folder; give a file path inside it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        blocking = next((f for f in reversed(path.parents) if f.exists() and not f.is_dir()), None)
+        if blocking is not None:  # mkdir says "File exists" for a file where a folder must be
+            raise NotADirectoryError(errno.ENOTDIR, f"cannot write {path}: {blocking} is not a folder") from err
+        raise _naming(err, path) from err
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -29,9 +39,52 @@ def atomic_write_bytes(path, data: bytes) -> Path:
             os.fsync(f.fileno())
         os.chmod(tmp, _default_file_mode())   # mkstemp makes 0600; results are shared files
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise _naming(err, path) from err
         raise
+    return path
+
+
+def _naming(err: OSError, path: Path) -> OSError:
+    """``err`` again (same ``errno``, so the same subclass), its message naming ``path``."""
+    reason = err.strerror or str(err)
+    if err.filename is not None and Path(str(err.filename)) not in (path, path.parent) \
+            and not Path(str(err.filename)).name.startswith(f".{path.name}."):
+        reason += f": {err.filename}"  # e.g. a folder above path that could not be made
+    return OSError(err.errno, f"cannot write {path}: {reason}") if err.errno is not None \
+        else OSError(f"cannot write {path}: {reason}")
+
+
+def check_writable(path) -> Path:
+    """Raise an ``OSError`` naming the reason unless a file can be written at ``path`` the way
+    :func:`atomic_write_bytes` writes it: ``path`` is not a folder, and a file can be made in its
+    folder, or, where that folder does not exist yet, a folder in its nearest existing parent.
+
+    Tried for real (a file or folder made and removed at once), because permission bits say
+    nothing on a read-only or special file system (``/proc``) or for root. Nothing is left
+    behind; missing folders are not made."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder; give a file path inside it")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        if folder.is_symlink():  # a dangling link: mkdir would fail
+            raise FileNotFoundError(f"{folder} is a link to nowhere")
+        folder = folder.parent
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder")
+    try:
+        if folder == path.parent:
+            fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".check", dir=folder)
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(prefix=".check.", dir=folder))
+    except OSError as err:
+        what = "a file" if folder == path.parent else "a folder"
+        raise OSError(err.errno, f"cannot make {what} in {folder} ({err.strerror or err})") from err
     return path
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import seed_arg
+from .common import add_hidden_argument, seed_arg
 
 #: the printed tables show every ε (every I-FGSM step) up to this many, else evenly spaced ones
 REPORT_EPSILONS = 11
@@ -30,7 +30,7 @@ def register(sub) -> None:
     p.add_argument("--load", default=None, metavar="DIR",
                    help="load <label>.pt files from DIR (e.g. a previous run's models/) instead of training")
     p.add_argument("--data-dir", default=None, help="data folder (default: $UNCERTAIN_AGENTS_DATA)")
-    p.add_argument("--hidden", type=int, nargs="+", default=[400, 400], help="hidden widths (default: 400 400)")
+    add_hidden_argument(p, default=[400, 400], help="hidden widths, e.g. 400 400 or 400,400 (default: 400 400)")
     p.add_argument("--activation", default="relu")
     p.add_argument("--epochs", type=float, default=5.0, help="training epochs (default: 5)")
     p.add_argument("--batch-size", type=int, default=128)
@@ -106,7 +106,8 @@ def run(args) -> int:
 
     from ..network import ACTIVATIONS
     from ..runs import RunFolder
-    from .common import check_device, check_posterior_options, check_threads, unit_name
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
+                         unit_name)
 
     # every argument is checked before any work starts (and before the run folder records them)
     choices = [parse_posterior(text) for text in args.posterior]
@@ -120,10 +121,8 @@ def run(args) -> int:
         raise ValueError(f"--epochs must be a positive finite number, got {args.epochs}")
     if args.eval_samples is not None and args.eval_samples <= 0:
         raise ValueError(f"--eval-samples must be a positive integer, got {args.eval_samples}")
-    if args.lr is not None and not args.lr > 0:
-        raise ValueError(f"--lr must be positive, got {args.lr}")
-    if any(h <= 0 for h in args.hidden):
-        raise ValueError(f"--hidden widths must be positive integers, got {args.hidden}")
+    finite_number(args.lr, "--lr", positive=True)
+    check_hidden(args.hidden)
     if args.activation not in ACTIVATIONS:
         raise ValueError(f"--activation must be one of {', '.join(sorted(ACTIVATIONS))}, got {args.activation!r}")
     if not 0 < args.step < float("inf"):
@@ -133,9 +132,6 @@ def run(args) -> int:
         raise ValueError(f"--epsilons must be finite numbers >= 0, got {list(epsilons)}")
     check_device(args.device)
     threads, note = check_threads(args.threads)
-    for choice in choices:
-        check_posterior_options([choice.name], dict(choice.options), likelihood="categorical",
-                                where=f"--posterior {choice.label}")
     load = None
     if args.load is not None:
         load = Path(args.load).resolve()
@@ -144,6 +140,10 @@ def run(args) -> int:
                 raise FileNotFoundError(f"--load {args.load}: no {choice.file_stem}.pt for --posterior {choice.label} "
                                         f"(--load DIR must hold <label>.pt for every posterior)")
     data = load_dataset(args.dataset, args.data_dir)
+    for choice in choices:  # on the network load_or_train builds: the images' pixels -> --hidden -> classes
+        check_posterior_options([choice.name], dict(choice.options), in_dim=data.in_dim, out_dim=data.n_classes,
+                                hidden=args.hidden, activation=args.activation, likelihood="categorical",
+                                where=f"--posterior {choice.label}")
     loaded = None
     if load is not None:  # a broken or wrong model file fails now, before the run folder records --load
         try:  # each file must hold the method, options and network asked for (not just any classifier)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..agents.protocols import PROTOCOLS, get_protocol
 from ..options import parse_key_value
-from .common import seed_arg
+from .common import add_hidden_argument, seed_arg
 
 
 def _csv_list(text: str) -> list[str]:
@@ -22,13 +22,6 @@ def _csv_list(text: str) -> list[str]:
     if not items:
         raise argparse.ArgumentTypeError(f"expects a comma-separated list such as a,b, got {text!r}")
     return items
-
-
-def _widths(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(v) for v in _csv_list(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expects whole-number widths such as 50 or 100,100, got {text!r}") from None
 
 
 def _option(text: str) -> tuple[str, object]:
@@ -45,8 +38,9 @@ def register(sub) -> None:
     p.add_argument("env", help="wheel or mushroom")
     p.add_argument("--agent", default="thompson", type=_csv_list,
                    help="comma-separated agents: thompson, greedy, linear, neural-linear, uniform")
-    p.add_argument("--posterior", default="mfvi", type=_csv_list,
-                   help="comma-separated posterior names for thompson/greedy (see `uncertain-agents list`)")
+    p.add_argument("--posterior", default=None, type=_csv_list,
+                   help="comma-separated posterior names for the posterior agents thompson and greedy "
+                        "(default mfvi; see `uncertain-agents list`)")
     p.add_argument("--option", action="append", type=_option, default=[], metavar="KEY=VALUE",
                    help="posterior option, e.g. --option noise_std=0.1 (repeatable)")
     p.add_argument("--delta", type=float, default=0.95, help="wheel exploration parameter δ (default 0.95)")
@@ -58,8 +52,7 @@ def register(sub) -> None:
                    help="named settings (network, refit schedule, posterior options): default, "
                         "showdown (Riquelme et al. 2018), fsvgd-paper (Wang et al. 2019); "
                         "the options below override it")
-    p.add_argument("--hidden", type=_widths, default=None,
-                   help="hidden widths, e.g. 50 or 100,100 (default: the protocol's)")
+    add_hidden_argument(p, default=None, help="hidden widths, e.g. 50, 100 100 or 100,100 (default: the protocol's)")
     p.add_argument("--train-every", type=int, default=None, help="refit every N decisions (default: protocol)")
     p.add_argument("--train-steps", type=int, default=None, help="optimiser steps per refit (default: protocol)")
     p.add_argument("--batch-size", type=int, default=None, help="refit minibatch (default: protocol)")
@@ -94,10 +87,12 @@ def run(args) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from ..agents.experiment import (agent_specs, parallel_mode, plot_regret, resolve_env, run_experiment,
-                                     summarize, trials_batchable)
+    from ..agents.experiment import (agent_specs, make_env, parallel_mode, plot_regret, resolve_env,
+                                     run_experiment, summarize, trials_batchable)
+    from ..agents.factory import POSTERIOR_AGENTS
     from ..runs import RunFolder
-    from .common import check_device, check_posterior_options, check_threads, unit_name
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
+                         unit_name)
 
     # every argument is checked before any work starts
     env_name = resolve_env(args.env)
@@ -112,24 +107,33 @@ def run(args) -> int:
             raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     if args.initial_pulls is not None and args.initial_pulls < 0:
         raise ValueError(f"--initial-pulls must be a non-negative integer, got {args.initial_pulls}")
-    if args.lr is not None and not args.lr > 0:
-        raise ValueError(f"--lr must be positive, got {args.lr}")
-    if args.hidden is not None and any(h <= 0 for h in args.hidden):
-        raise ValueError(f"--hidden widths must be positive integers, got {','.join(map(str, args.hidden))}")
+    finite_number(args.lr, "--lr", positive=True)
+    check_hidden(args.hidden)
+    hidden = None if args.hidden is None else tuple(args.hidden)
     if env_name == "wheel" and not 0.0 < args.delta < 1.0:
         raise ValueError(f"--delta must lie in (0, 1), got {args.delta}")
     check_device(args.device)
-    specs = agent_specs(args.agent, args.posterior, dict(args.option))
+    specs = agent_specs(args.agent, args.posterior or ["mfvi"], dict(args.option))
     proto = get_protocol(args.protocol)
-    check_posterior_options([s.posterior for s in specs if s.posterior], dict(args.option), extra=proto.options_for)
+    mushroom = None
     if env_name == "mushroom":
         from ..datasets.mushroom import load_mushroom
 
-        load_mushroom(args.data_dir, download=args.download)  # a missing file fails now, not after a run
+        mushroom = load_mushroom(args.data_dir, download=args.download)  # a missing file fails now, not after a run
+    # the options are checked on the network the agents build: the environment's context and arms,
+    # the protocol's (or --hidden) widths, the protocol's options for the method under the given ones
+    env = make_env(env_name, steps=args.steps, delta=args.delta, mushroom_data=mushroom)
+    net_hidden = hidden or proto.hidden
+    check_posterior_options([s.posterior for s in specs if s.posterior], dict(args.option),
+                            in_dim=env.observation_space.shape[0], out_dim=int(env.action_space.n), hidden=net_hidden,
+                            merge=lambda name, options: proto.merged_options(name, net_hidden, options))
+    unused = [] if any(s.posterior for s in specs) else \
+        [text for text, given in ((f"--posterior {','.join(args.posterior or [])}", args.posterior),
+                                  ("--option", args.option)) if given]
 
     config = {"env": env_name, "delta": args.delta if env_name == "wheel" else None, "steps": args.steps,
               "trials": args.trials, "seed": args.seed, "protocol": proto.name,
-              "hidden": list(args.hidden or proto.hidden), "train_every": args.train_every,
+              "hidden": list(hidden or proto.hidden), "train_every": args.train_every,
               "train_steps": args.train_steps, "batch_size": args.batch_size,
               "initial_pulls": args.initial_pulls if args.initial_pulls is not None else proto.initial_pulls,
               "lr": args.lr, "device": args.device,
@@ -144,6 +148,10 @@ def run(args) -> int:
     out = args.out or Path("runs") / f"bandit-{env_name}"
     folder = RunFolder(out, config, force=args.force)
     console = Console()
+    if unused:
+        console.print(escape(f"note: {' and '.join(unused)} not used: --posterior and --option apply only to the "
+                             f"posterior agents ({', '.join(POSTERIOR_AGENTS)}), and --agent {','.join(args.agent)} "
+                             f"names none of them"), soft_wrap=True)
     for line in (note, workers_note):
         if line:
             console.print(line)
@@ -162,7 +170,7 @@ def run(args) -> int:
 
         steps = run_experiment(env_name, specs, steps=args.steps, trials=args.trials, seed=args.seed,
                                delta=args.delta, data_dir=args.data_dir, download=args.download,
-                               protocol=args.protocol, hidden=args.hidden,
+                               protocol=args.protocol, hidden=hidden,
                                train_every=args.train_every, train_steps=args.train_steps,
                                batch_size=args.batch_size, initial_pulls=args.initial_pulls, lr=args.lr,
                                device=args.device, workers=workers, parallel=args.parallel,

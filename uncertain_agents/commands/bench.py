@@ -51,7 +51,7 @@ def check_args(args) -> tuple[list[str], int, str | None]:
     """Every argument checked before any work: the posterior names, threads (and its note)."""
     from ..bench import DEFAULT_VARIANTS, get_network, parse_candidate
     from ..registry import available_posteriors
-    from .common import check_device, check_threads
+    from .common import check_device, check_threads, check_writable_file
 
     get_network(args.network)
     for name in ("rounds", "steps", "act_calls"):
@@ -74,6 +74,8 @@ def check_args(args) -> tuple[list[str], int, str | None]:
     check_device(args.device)
     if args.out is not None and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; give a file path such as {Path(args.out) / 'bench.json'}")
+    if args.out is not None:  # a file that cannot be written fails now, not after the measuring
+        check_writable_file(args.out, "--out")
     return list(dict.fromkeys(resolved)), threads, note
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 
 from ..runs import available_cores
@@ -42,22 +43,97 @@ def check_device(text: str) -> str:
     return text
 
 
-def check_posterior_options(names, options: dict, *, likelihood: str = "gaussian", extra=None,
-                            where: str | None = None) -> None:
-    """Build each posterior once on a tiny network so an unknown or bad ``--option`` fails now.
+def check_posterior_options(names, options: dict, *, in_dim: int | None = None, out_dim: int | None = None,
+                            hidden=None, activation: str = "relu", likelihood: str = "gaussian", extra=None,
+                            merge=None, where: str | None = None) -> None:
+    """Build each posterior once, on the network the run will build, so an unknown or bad
+    ``--option`` fails now, before any work or file.
 
-    ``extra(name)`` may add options (a protocol's) that the real run will pass too. ``where``
-    names what the options came from in the error (default ``--option for NAME``), for a
-    command whose options come another way (``attack``: ``--posterior NAME:key=value``).
+    ``in_dim``, ``out_dim``, ``hidden`` and ``activation`` are the run's network (a per-layer
+    option such as a ``prior_std`` list must fit *its* layers, not a probe's). Without them a
+    tiny ``2 -> 2 -> 2`` probe is built (kept for callers that do not pass them yet; a per-layer
+    list is then checked against the probe's two layers).
+
+    ``extra(name)`` may add options (a protocol's) under the given ones; ``merge(name, options)``
+    instead returns the whole options the run passes (a bandit protocol's ``merged_options``, which
+    also refuses a protocol's per-layer option that does not fit ``hidden``). ``where`` names
+    what the options came from in the error (default ``--option for NAME``), for a command whose
+    options come another way (``attack``: ``--posterior NAME:key=value``).
     """
     from ..registry import make_posterior
 
+    sized = in_dim is not None and out_dim is not None and hidden is not None
+    network = dict(in_dim=in_dim, out_dim=out_dim, hidden=tuple(hidden), activation=activation) if sized \
+        else dict(in_dim=2, out_dim=2, hidden=(2,))
     for name in dict.fromkeys(names):
-        merged = {**(extra(name) if extra else {}), **options}
+        label = where or f"--option for {name}"
         try:
-            make_posterior(name, in_dim=2, out_dim=2, hidden=(2,), likelihood=likelihood, **merged)
+            if merge is not None:
+                merged = merge(name, dict(options))
+            else:
+                merged = {**(extra(name) if extra else {}), **options}
+            make_posterior(name, likelihood=likelihood, **network, **merged)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"{where or f'--option for {name}'}: {err}") from None
+            raise ValueError(f"{label}: {err}") from None
+
+
+def finite_number(value, flag: str, *, positive: bool = False):
+    """``value`` of a numeric flag, refused unless finite (and ``> 0`` with ``positive``);
+    ``None`` (the flag left out) passes. The message names ``flag``."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or (positive and not value > 0):
+        what = "a positive finite number" if positive else "a finite number"
+        raise ValueError(f"{flag} must be {what}, got {value}")
+    return value
+
+
+def _widths(text: str) -> list[int]:
+    """One ``--hidden`` word: ``50`` or ``50,50`` -> ``[50]`` / ``[50, 50]``."""
+    parts = [t.strip() for t in text.split(",") if t.strip()]
+    try:
+        if not parts:
+            raise ValueError
+        return [int(v) for v in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expects a comma-separated list of whole-number widths such as 50,50 (or 50 50), got {text!r}") from None
+
+
+class _HiddenAction(argparse.Action):
+    """``--hidden 50 50`` and ``--hidden 50,50`` (and a mix) -> ``[50, 50]``; a repeated flag replaces."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        setattr(namespace, self.dest, [w for word in values for w in word])
+
+
+def add_hidden_argument(parser: argparse.ArgumentParser, *, default, help: str) -> None:
+    """``--hidden`` as every command takes it: widths separated by spaces or commas (``50 50`` or
+    ``50,50``), stored as a list of ints (``default`` when left out). Whether the widths are
+    positive is checked with the other arguments (:func:`check_hidden`)."""
+    parser.add_argument("--hidden", nargs="+", type=_widths, action=_HiddenAction, default=default,
+                        metavar="WIDTH", help=help)
+
+
+def check_hidden(hidden) -> None:
+    """``--hidden`` widths: positive integers (``None``, left out, passes)."""
+    if hidden is not None and (not hidden or any(h <= 0 for h in hidden)):
+        raise ValueError(f"--hidden widths must be positive integers, got {' '.join(map(str, hidden))}")
+
+
+def check_writable_file(path, flag: str, shown=None) -> None:
+    """``flag``'s output file ``path`` can be written: not a folder, and a file can be made in its
+    folder (or, where the folder does not exist yet, the folder in its nearest existing parent).
+    Tried for real (a file made and removed), so a read-only or special file system (``/proc``)
+    is refused before any work; permission bits alone say nothing for root. The error names
+    ``flag`` and ``shown`` (default ``path``: a command that writes into a folder names the folder)."""
+    from ..runs import check_writable
+
+    try:
+        check_writable(path)
+    except (OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise ValueError(f"{flag} {path if shown is None else shown}: {reason}") from None
 
 
 def unit_name(*parts) -> str:

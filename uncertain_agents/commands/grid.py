@@ -40,7 +40,10 @@ def _run(args) -> int:
     from ..grid import load_spec, run_grid, select_cells
     from ..grid.table import method_label
 
+    from .common import check_writable_file
+
     spec = load_spec(args.spec)
+    check_writable_file(args.out / "grid.json", "--out", shown=args.out)  # before any cell runs
     console = Console()
     only = None if args.only is None else _parse_only(args.only, [method_label(m) for m in spec.methods])
     where = _parse_where(args.where)
@@ -95,6 +98,10 @@ def _parse_where(items: list[str] | None) -> dict[str, list[str]] | None:
 def _table(args) -> int:
     from rich.console import Console
 
+    from .common import check_writable_file
+
+    if args.markdown is not None:
+        check_writable_file(args.markdown, "--markdown")
     _print_table(args.out, Console(), markdown=args.markdown, command=args.command)
     return 0
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..options import parse_key_value
-from .common import seed_arg
+from .common import add_hidden_argument, seed_arg
 
 
 def register(sub) -> None:
@@ -19,7 +19,7 @@ def register(sub) -> None:
                                    "report mean ± standard error of test NLL and RMSE.")
     p.add_argument("dataset", help="e.g. bostonHousing (alias boston), concrete, energy, yacht, ...")
     p.add_argument("--posterior", default="bb-alpha", help="posterior name (see `uncertain-agents list`)")
-    p.add_argument("--hidden", type=int, nargs="+", default=[50], help="hidden widths (default: 50)")
+    add_hidden_argument(p, default=[50], help="hidden widths, e.g. 50, 50 50 or 50,50 (default: 50)")
     p.add_argument("--activation", default="relu")
     p.add_argument("--epochs", type=int, default=500)
     p.add_argument("--batch-size", type=int, default=32)
@@ -54,7 +54,8 @@ def run(args) -> int:
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
     from ..runs import RunFolder
-    from .common import check_device, check_posterior_options, check_threads, unit_name
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
+                         unit_name)
 
     # every argument is checked before any work starts
     options = dict(parse_key_value(o) for o in args.option)
@@ -67,16 +68,17 @@ def run(args) -> int:
         value = getattr(args, flag)
         if value is not None and value <= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
-    if args.lr is not None and not args.lr > 0:
-        raise ValueError(f"--lr must be positive, got {args.lr}")
-    if any(h <= 0 for h in args.hidden):
-        raise ValueError(f"--hidden widths must be positive integers, got {args.hidden}")
+    finite_number(args.lr, "--lr", positive=True)
+    finite_number(args.alpha, "--alpha")
+    check_hidden(args.hidden)
     if args.activation not in ACTIVATIONS:
         raise ValueError(f"--activation must be one of {', '.join(sorted(ACTIVATIONS))}, got {args.activation!r}")
     check_device(args.device)
     threads, note = check_threads(args.threads)
-    check_posterior_options([name], options)
     data = UCIDataset(args.dataset, args.data_dir)
+    # on the network run_uci builds: the data set's features -> --hidden -> one output
+    check_posterior_options([name], options, in_dim=len(data.features), out_dim=1, hidden=args.hidden,
+                            activation=args.activation)
     n_splits = data.n_splits
     splits = list(range(n_splits if args.splits is None else min(args.splits, n_splits)))
     for k in splits:  # a missing or malformed split file fails now, not after hours
@@ -103,11 +105,18 @@ def run(args) -> int:
     s = summarize(frame)
     folder.write_text("splits.csv", frame.to_csv(index=False))
     folder.write_text("summary.json", json.dumps({"config": asdict(config), **s}, indent=2, default=str))
+    import matplotlib.pyplot as plt
+
+    from ..regression import plot_splits
+
+    figure = plot_splits(frame, title=f"{data.name} · {name}: test NLL and RMSE per split")
+    folder.write_figure("splits.png", figure, dpi=110)
+    plt.close(figure)
     table = Table(title=f"{data.name} · {name} · {s['n_splits']} split(s)")
     for col in ("metric", "mean", "± s.e."):
         table.add_column(col)
     table.add_row("test NLL", f"{s['test_nll_mean']:.3f}", f"{s['test_nll_se']:.3f}")
     table.add_row("test RMSE", f"{s['test_rmse_mean']:.3f}", f"{s['test_rmse_se']:.3f}")
     console.print(table)
-    console.print(f"results in {out.resolve()} (splits.csv, summary.json; units/ per split)")
+    console.print(f"results in {out.resolve()} (splits.csv, summary.json, splits.png; units/ per split)")
     return 0

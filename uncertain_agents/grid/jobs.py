@@ -17,6 +17,7 @@ metrics.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -44,6 +45,10 @@ class Job:
     #: ``check_cells(cells)``: checks that need several keys or the data (e.g. a UCI split that the
     #: data set does not have), run by ``run_grid`` before any cell; ``ValueError`` names the cell
     check_cells: Callable[[list[dict]], None] | None = None
+    #: ``network(cell, dims)``: the posterior a cell builds, as ``(name, make_posterior keywords
+    #: without the name)`` — its real network and the options it passes — or ``None`` for a cell
+    #: without a posterior; the spec's options are checked on it (:func:`check_method_options`)
+    network: Callable[[dict, "CellDims"], tuple[str, dict] | None] | None = None
 
     @property
     def keys(self) -> list[str]:
@@ -66,6 +71,8 @@ class Job:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{where} must be a number, got {value!r}")
             value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{where} must be a finite number, got {value!r}")
         elif kind == STR:
             if not isinstance(value, str):
                 raise ValueError(f"{where} must be a string, got {value!r}")
@@ -76,6 +83,8 @@ class Job:
                 raise ValueError(f"{where} must be a list of {'integers' if kind == INTS else 'numbers'}, "
                                  f"got {value!r}")
             value = [int(v) if kind == INTS else float(v) for v in value]
+            if kind == FLOATS and not all(math.isfinite(v) for v in value):
+                raise ValueError(f"{where} must be a list of finite numbers, got {value!r}")
         if key in self.choices:
             value = self.choices[key](value, where)
         return value
@@ -86,8 +95,10 @@ class Job:
 
 
 # ------------------------------------------------------------------ checks
-def _posterior_method(entry: dict, where: str, *, likelihood: str = "gaussian") -> dict:
-    from ..registry import make_posterior, resolve_name
+def _posterior_method(entry: dict, where: str) -> dict:
+    """A method of a regress, attack or toy grid: a posterior name (its options are checked on
+    every cell's network by :func:`check_method_options`)."""
+    from ..registry import resolve_name
 
     if "agent" in entry:
         raise ValueError(f"{where}.agent: only bandit grids take an agent")
@@ -97,18 +108,7 @@ def _posterior_method(entry: dict, where: str, *, likelihood: str = "gaussian") 
         name = resolve_name(entry["posterior"])
     except ValueError as err:
         raise ValueError(f"{where}.posterior: {err}") from None
-    _check_options(name, entry["options"], where, likelihood)
     return {**entry, "posterior": name}
-
-
-def _check_options(name: str, options: dict, where: str, likelihood: str) -> None:
-    """Build the posterior once on a tiny network: an unknown or bad option fails here."""
-    from ..registry import make_posterior
-
-    try:
-        make_posterior(name, in_dim=2, out_dim=2, hidden=(2,), likelihood=likelihood, **options)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"{where}.options for {name!r}: {err}") from None
 
 
 def _bandit_method(entry: dict, where: str) -> dict:
@@ -127,10 +127,111 @@ def _bandit_method(entry: dict, where: str) -> dict:
             posterior = resolve_name(posterior)
         except ValueError as err:
             raise ValueError(f"{where}.posterior: {err}") from None
-        _check_options(posterior, entry["options"], where, "gaussian")
     elif posterior is not None or entry["options"]:
         raise ValueError(f"{where}: agent {agent!r} takes no posterior or options")
     return {**entry, "agent": agent, "posterior": posterior}
+
+
+class CellDims:
+    """Input and output widths of the networks cells build, read once per data set. Where the
+    data cannot be read here (a Ray cluster may hold data this machine lacks), a placeholder input
+    width of 1 is used: the options are still checked on the cell's layers."""
+
+    #: the image data sets' pixels and classes (8×8 digits, 28×28 MNIST)
+    IMAGES = {"digits": (64, 10), "mnist": (784, 10)}
+
+    def __init__(self) -> None:
+        self._uci: dict[str, int] = {}
+        self._envs: dict[str, tuple[int, int]] = {}
+
+    def uci_features(self, name: str) -> int:
+        if name not in self._uci:
+            from ..datasets.uci import UCIDataset
+
+            try:
+                self._uci[name] = len(UCIDataset(name).features)
+            except (OSError, ValueError):  # missing here, or malformed (run_grid's split check names it)
+                self._uci[name] = 1
+        return self._uci[name]
+
+    def env(self, name: str) -> tuple[int, int]:
+        """``(context width, arms)`` of bandit ``name``."""
+        if name not in self._envs:
+            from ..agents.experiment import make_env
+
+            mushroom = None
+            if name == "mushroom":
+                from ..datasets.mushroom import load_mushroom
+
+                try:
+                    mushroom = load_mushroom(download=False)
+                except (OSError, ValueError):
+                    self._envs[name] = (1, 2)
+                    return self._envs[name]
+            env = make_env(name, steps=1, mushroom_data=mushroom)
+            self._envs[name] = (int(env.observation_space.shape[0]), int(env.action_space.n))
+        return self._envs[name]
+
+
+def _regress_network(cell: dict, dims: CellDims):
+    method = cell["method"]
+    return method["posterior"], dict(in_dim=dims.uci_features(cell["dataset"]), out_dim=1,
+                                     hidden=tuple(cell["hidden"]), activation=cell["activation"],
+                                     **method["options"])
+
+
+def _bandit_network(cell: dict, dims: CellDims):
+    from ..agents.protocols import get_protocol
+
+    method = cell["method"]
+    if not method.get("posterior"):
+        return None
+    proto = get_protocol(cell["protocol"])
+    hidden = proto.hidden if cell["hidden"] is None else tuple(cell["hidden"])
+    in_dim, arms = dims.env(cell["env"])
+    # as make_agent builds it: the protocol's options for the method under the spec's
+    options = proto.merged_options(method["posterior"], hidden, method["options"])
+    return method["posterior"], dict(in_dim=in_dim, out_dim=arms, hidden=hidden, **options)
+
+
+def _attack_network(cell: dict, dims: CellDims):
+    method = cell["method"]
+    in_dim, classes = CellDims.IMAGES[cell["dataset"]]
+    return method["posterior"], dict(in_dim=in_dim, out_dim=classes, hidden=tuple(cell["hidden"]),
+                                     likelihood="categorical", **method["options"])
+
+
+def _toy_network(cell: dict, dims: CellDims):
+    method = cell["method"]
+    return method["posterior"], dict(in_dim=1, out_dim=1, hidden=tuple(cell["hidden"]),
+                                     activation=cell["activation"], **method["options"])
+
+
+def check_method_options(job: Job, method: dict, cells: list[dict], where: str, dims: CellDims | None = None) -> None:
+    """Build ``method``'s posterior once per distinct network among its ``cells`` — the network the
+    cell will build, with the options it will pass — so an unknown or bad option, or a per-layer
+    option (a ``prior_std`` list) that does not fit a cell's layers, fails before any cell runs.
+    The ``ValueError`` names ``where`` (``SPEC: methods[i]``) and the posterior."""
+    from ..registry import make_posterior
+
+    if job.network is None:
+        return
+    dims = dims or CellDims()
+    seen = set()
+    for cell in cells:
+        name = method.get("posterior")
+        try:
+            built = job.network(cell, dims)
+            if built is None:
+                continue
+            name, kwargs = built
+            key = json.dumps(kwargs, sort_keys=True, default=repr)
+            if key in seen:
+                continue
+            seen.add(key)
+            make_posterior(name, **kwargs)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{where}.options for {name!r}: {err}") from None
 
 
 def _uci_name(value: str, where: str) -> str:
@@ -196,6 +297,20 @@ def _delta(value: float, where: str) -> float:
 def _non_negative(value: int, where: str) -> int:
     if value < 0:
         raise ValueError(f"{where} must be ≥ 0, got {value!r}")
+    return value
+
+
+def _activation(value: str, where: str) -> str:
+    from ..network import ACTIVATIONS
+
+    if value not in ACTIVATIONS:
+        raise ValueError(f"{where} must be one of {sorted(ACTIVATIONS)}, got {value!r}")
+    return value
+
+
+def _widths(value, where: str):
+    if value is not None and any(w <= 0 for w in value):
+        raise ValueError(f"{where} must hold positive widths, got {value!r}")
     return value
 
 
@@ -345,8 +460,8 @@ JOBS: dict[str, Job] = {
                "lr": OPT_FLOAT, "n_samples": INT, "seed": INT, "device": STR},
         replicate="split", run=run_regress, check_method=_posterior_method,
         choices={"dataset": _uci_name, "split": _non_negative, "epochs": _positive, "batch_size": _positive,
-                 "lr": _positive, "n_samples": _positive},
-        check_cells=_uci_splits_exist),
+                 "lr": _positive, "n_samples": _positive, "hidden": _widths, "activation": _activation},
+        check_cells=_uci_splits_exist, network=_regress_network),
     "bandit": Job(
         "bandit",
         defaults={"env": "wheel", "delta": 0.95, "steps": 2000, "trial": 0, "seed": 0, "protocol": "default",
@@ -358,7 +473,8 @@ JOBS: dict[str, Job] = {
         replicate="trial", run=run_bandit_trial, check_method=_bandit_method,
         choices={"env": _env_name, "delta": _delta, "protocol": _protocol, "steps": _positive,
                  "trial": _non_negative, "train_every": _positive, "train_steps": _positive,
-                 "batch_size": _positive, "lr": _positive}),
+                 "batch_size": _positive, "lr": _positive, "hidden": _widths},
+        network=_bandit_network),
     "attack": Job(
         "attack",
         defaults={"dataset": "digits", "seed": 0, "hidden": [400, 400], "epochs": 5.0, "batch_size": 128,
@@ -368,11 +484,12 @@ JOBS: dict[str, Job] = {
                "targeted_steps": INT, "target": INT, "targeted_step": FLOAT, "targeted_every": INT,
                "n_targeted": OPT_INT},
         replicate="seed", run=run_attack,
-        check_method=lambda entry, where: _posterior_method(entry, where, likelihood="categorical"),
+        check_method=_posterior_method,
         choices={"dataset": _one_of(("digits", "mnist")), "epochs": _positive, "batch_size": _positive,
                  "lr": _positive, "n_attack": _positive, "n_samples": _positive, "targeted_steps": _non_negative,
                  "target": _non_negative, "targeted_step": _positive, "targeted_every": _positive,
-                 "n_targeted": _positive},
+                 "n_targeted": _positive, "hidden": _widths},
+        network=_attack_network,
         sweep_axis="epsilon", sweep_axes=(("ifgsm_", "step"),),
         optional={"targeted_steps": 0, "target": 0, "targeted_step": 0.01, "targeted_every": 5, "n_targeted": None}),
     "toy": Job(
@@ -384,5 +501,6 @@ JOBS: dict[str, Job] = {
         replicate="seed", run=run_toy, check_method=_posterior_method,
         choices={"toy": _one_of(("bimodal", "heteroscedastic")), "steps": _positive, "batch_size": _positive,
                  "n_train": _positive,
-                 "n_test": _positive}),
+                 "n_test": _positive, "hidden": _widths, "activation": _activation},
+        network=_toy_network),
 }

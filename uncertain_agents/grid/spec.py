@@ -27,10 +27,11 @@ the offending key.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .jobs import JOBS, Job
+from .jobs import JOBS, Job, CellDims, check_method_options
 from .reference import check_reference, reference_csv
 from .table import method_label
 
@@ -131,6 +132,10 @@ def parse_spec(raw: dict, where: str = "spec") -> GridSpec:
         raise ValueError(f"{where}: reference must be a table, got {reference!r}")
     check_reference(reference, where)
     spec = GridSpec(name, kind, settings, cross, checked, str(raw.get("description", "")), reference)
+    cells, dims = spec.cells(), CellDims()
+    for i, method in enumerate(checked):  # on the network every cell builds, not a probe's
+        check_method_options(job, method, [c for c in cells if c["method"] == method], f"{where}: methods[{i}]",
+                             dims)
     hashes = [cell_key(c) for c in spec.cells()]
     if len(set(hashes)) != len(hashes):
         raise ValueError(f"{where}: two cells have the same configuration (a repeated method or value)")
@@ -169,7 +174,21 @@ def _method(entry, i: int, where: str) -> dict:
     options = entry.get("options", {})
     if not isinstance(options, dict):
         raise ValueError(f"{where}: methods[{i}].options must be a table, got {options!r}")
+    _check_finite(options, f"{where}: methods[{i}].options")
     return {**entry, "options": dict(options)}
+
+
+def _check_finite(value, where: str) -> None:
+    """A spec's numbers are finite (TOML ``inf`` / ``nan`` name no setting a run can take, and a
+    cell's configuration is stored as JSON): the ``ValueError`` names the key."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where} must be a finite number, got {value!r}")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for k, item in enumerate(value):
+            _check_finite(item, f"{where}[{k}]")
 
 
 def cell_key(config: dict) -> str:
