@@ -552,8 +552,9 @@ def test_fsvgd_paper_protocol_runs_fsvgd_as_the_authors_bandit_code(monkeypatch)
     assert make_agent("thompson", n_actions=2, context_dim=117, posterior="svgd", protocol="fsvgd-paper",
                       seed=0).lr is None
     # the per-layer prior is made for the protocol's 2×100 network: other widths need their own
-    with pytest.raises(ValueError, match=r"fsvgd-paper.*one prior_std per layer.*hidden=\(50,\) pass "
-                                         r"posterior_options=\{'prior_std': \.\.\.\} \(a number, or 2 values\)"):
+    with pytest.raises(ValueError, match=r"fsvgd-paper.*one prior_std per layer.*hidden=\(50,\) give prior_std "
+                                         r"yourself, a number or 2 values \(Python: posterior_options="
+                                         r"\{'prior_std': \.\.\.\}; command line: --option prior_std=\.\.\.\)"):
         make_agent("thompson", n_actions=2, context_dim=117, posterior="fsvgd", protocol="fsvgd-paper",
                    hidden=(50,), seed=0)
     narrow = make_agent("thompson", n_actions=2, context_dim=117, posterior="fsvgd", protocol="fsvgd-paper",

@@ -81,8 +81,9 @@ class BanditProtocol:
             if key not in explicit and isinstance(value, (list, tuple)) and len(value) != n_layers:
                 raise ValueError(
                     f"protocol {self.name!r} gives {posterior} one {key} per layer of its {self.hidden} network "
-                    f"({len(value)} values); with hidden={tuple(hidden)} pass "
-                    f"posterior_options={{{key!r}: ...}} (a number, or {n_layers} values)")
+                    f"({len(value)} values); with hidden={tuple(hidden)} give {key} yourself, a number or "
+                    f"{n_layers} values (Python: posterior_options={{{key!r}: ...}}; command line: "
+                    f"--option {key}=...)")
         return merged
 
     def lr_for(self, posterior: str | None) -> float | None:
