@@ -110,13 +110,21 @@ def score_batch(pred: Predictive, labels: Tensor, clean: dict[str, np.ndarray],
 
 
 @torch.no_grad()
+def predictive_of(functions, x: Tensor, *, chunk: int = 1000) -> Predictive:
+    """The categorical predictive of the sampled ``functions`` (a ``FunctionSample``) at
+    ``x[B, in_dim]``, evaluated in chunks of rows."""
+    f = torch.cat([functions(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)], dim=1)
+    return Predictive(f, "categorical")
+
+
+@torch.no_grad()
 def rescore(posterior, x: Tensor, *, n_samples: int, generator: torch.Generator,
             chunk: int = 1000) -> Predictive:
     """The posterior's predictive at ``x[B, in_dim]`` from fresh draws of ``generator``.
 
     One set of ``n_samples`` functions is used for the whole batch (drawn once), then
-    evaluated in chunks of rows.
+    evaluated in chunks of rows. To compare inputs (clean against adversarial) draw the
+    functions once and score every batch with them (:func:`predictive_of`): scored with
+    different draws, the two groups' scores differ by the draws as well as by the inputs.
     """
-    fs = posterior.sample(n_samples, generator=generator)
-    f = torch.cat([fs(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)], dim=1)
-    return Predictive(f, "categorical")
+    return predictive_of(posterior.sample(n_samples, generator=generator), x, chunk=chunk)

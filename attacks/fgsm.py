@@ -2,9 +2,10 @@
 
 ``x_adv = clip(x + ε · sign(∇_x [-log p̂(y|x)]), 0, 1)`` where ``p̂`` is the posterior's
 Monte-Carlo predictive (see :mod:`attacks.adapter`). The attacker's ``S`` functions are
-drawn once, so every ε moves along the same gradient sign. Every adversarial batch
-is then re-scored with fresh, seeded posterior samples: foolbox's own success flag is
-one noisy draw for a stochastic model.
+drawn once, so every ε moves along the same gradient sign. The clean inputs and every
+adversarial batch are then scored by one set of fresh, seeded functions (the scorer's, drawn
+once; foolbox's own success flag is one noisy draw for a stochastic model), so that clean and
+adversarial scores differ by their inputs only: at ε = 0 the AUROC is exactly 0.5.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from uncertain_agents.seeding import ATTACK_SCORER_KEY
 from uncertain_agents.validation import check_positive_int
 
 from .adapter import PredictiveLogits, check_classifier, foolbox_model, make_generator
-from .detection import rescore, score_batch, uncertainty_scores
+from .detection import predictive_of, score_batch, uncertainty_scores
 from .inputs import check_epsilons, check_images, check_labels, chunks
 
 DEFAULT_EPSILONS = tuple(round(0.02 * i, 2) for i in range(26))  # 0, 0.02, ..., 0.5
@@ -32,7 +33,8 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
         y: ``[N]`` true labels.
         epsilons: L∞ perturbation sizes (default ``0, 0.02, …, 0.5``).
         n_samples: functions averaged by the attacked predictive.
-        eval_samples: fresh functions used to re-score each batch (default ``n_samples``).
+        eval_samples: fresh functions, drawn once, that score the clean inputs and every ε
+            (default ``n_samples``).
         seed: seeds the attacker's and the scorer's generators (their own streams of it,
             :mod:`uncertain_agents.seeding`).
         batch_size: rows attacked at once (bounds memory).
@@ -65,12 +67,13 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
                 adversarials[i].append(clipped[i].detach())
                 success[i].append(ok[i].detach())
 
-    scorer = make_generator(seed, posterior.device, ATTACK_SCORER_KEY)
-    clean = uncertainty_scores(rescore(posterior, x, n_samples=eval_samples, generator=scorer))
+    # one set of scoring functions for the clean inputs and every ε (drawn once, fresh and seeded)
+    scorer = posterior.sample(eval_samples, generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))
+    clean = uncertainty_scores(predictive_of(scorer, x))
     rows_out, adv_by_eps = [], {}
     for i, e in enumerate(eps):
         x_adv = torch.cat(adversarials[i])
-        pred = rescore(posterior, x_adv, n_samples=eval_samples, generator=scorer)
+        pred = predictive_of(scorer, x_adv)
         row = {"epsilon": e, **score_batch(pred, y, clean),
                "foolbox_success": float(torch.cat(success[i]).float().mean()),
                "n_inputs": int(x.shape[0])}
@@ -86,8 +89,9 @@ def clean_accuracy(posterior, x, y, *, n_samples: int = 20, seed: int = 0) -> fl
     check_classifier(posterior)
     x = check_images(x, posterior)
     y = check_labels(y, x.shape[0], posterior.spec.out_dim, posterior.device)
-    pred = rescore(posterior, x, n_samples=check_positive_int(n_samples, "n_samples"),
-                   generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))
+    scorer = posterior.sample(check_positive_int(n_samples, "n_samples"),
+                              generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))
+    pred = predictive_of(scorer, x)
     return float((pred.probs.argmax(-1) == y).float().mean())
 
 

@@ -21,7 +21,7 @@ from uncertain_agents.seeding import ATTACK_SCORER_KEY
 from uncertain_agents.validation import check_positive_int
 
 from .adapter import PredictiveLogits, check_classifier, foolbox_model, make_generator
-from .detection import rescore, score_batch, uncertainty_scores
+from .detection import predictive_of, score_batch, uncertainty_scores
 from .inputs import check_images, check_labels, check_positive_number, chunks
 
 
@@ -39,7 +39,8 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
         step: L∞ size of one step.
         steps: number of steps.
         n_samples: functions averaged by the attacked predictive at each step.
-        eval_samples: fresh functions used to re-score each step (default ``n_samples``).
+        eval_samples: fresh functions, drawn once, that score the clean inputs and every step
+            (default ``n_samples``).
         epsilon: optional L∞ radius around the clean input to project onto.
         seed: seeds the attacker's and the scorer's generators (their own streams of it,
             :mod:`uncertain_agents.seeding`).
@@ -66,9 +67,10 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
     epsilon = None if epsilon is None else check_positive_number(epsilon, "epsilon")
     batch_size = check_positive_int(batch_size, "batch_size")
 
-    scorer = make_generator(seed, posterior.device, ATTACK_SCORER_KEY)
+    # one set of scoring functions for the labels, the clean inputs and every step (drawn once)
+    scorer = posterior.sample(eval_samples, generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))
     if y is None:
-        y = rescore(posterior, x, n_samples=eval_samples, generator=scorer).probs.argmax(-1)
+        y = predictive_of(scorer, x).probs.argmax(-1)
     y = check_labels(y, x.shape[0], n_classes, posterior.device)
     keep = torch.nonzero(y != target).squeeze(-1)
     if keep.numel() == 0:
@@ -79,8 +81,8 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
     fmodel = foolbox_model(adapter)
     attack = fb.attacks.LinfBasicIterativeAttack(abs_stepsize=step, steps=1, random_start=False)
 
-    clean = uncertainty_scores(rescore(posterior, x0, n_samples=eval_samples, generator=scorer))
-    pred = rescore(posterior, x0, n_samples=eval_samples, generator=scorer)
+    pred = predictive_of(scorer, x0)
+    clean = uncertainty_scores(pred)
     rows_out = [{"step": 0, **score_batch(pred, y, clean, target), "n_inputs": int(x0.shape[0])}]
     x_adv = x0.clone()
     for k in range(1, steps + 1):
@@ -92,7 +94,7 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
         x_adv = torch.cat(parts).clamp(0.0, 1.0)
         if epsilon is not None:
             x_adv = torch.minimum(torch.maximum(x_adv, x0 - epsilon), x0 + epsilon)
-        pred = rescore(posterior, x_adv, n_samples=eval_samples, generator=scorer)
+        pred = predictive_of(scorer, x_adv)
         rows_out.append({"step": k, **score_batch(pred, y, clean, target), "n_inputs": int(x0.shape[0])})
     frame = pd.DataFrame(rows_out)
     return (frame, x_adv, keep) if return_adversarials else frame
