@@ -62,7 +62,12 @@ class ContextualBanditEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, n_actions: int, low: np.ndarray, high: np.ndarray, horizon: int):
+    def __init__(self, n_actions: int, low: np.ndarray, high: np.ndarray, horizon: int,
+                 render_mode: str | None = None):
+        if render_mode is not None:
+            raise ValueError(f"render_mode: {type(self).__name__} has no rendering (its metadata lists no "
+                             f"render modes); leave render_mode=None, got {render_mode!r}")
+        self.render_mode = None
         if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or horizon <= 0:
             raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
         self.horizon = int(horizon)
@@ -86,6 +91,10 @@ class ContextualBanditEnv(gym.Env):
         raise NotImplementedError
 
     # --------------------------------------------------------------- gym API
+    def render(self) -> None:
+        """Nothing to draw: these environments have no render modes (``render_mode`` is ``None``)."""
+        return None
+
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self._t = 0

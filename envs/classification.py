@@ -19,9 +19,11 @@ class ClassificationBandit(ContextualBanditEnv):
         y: ``[N]`` integer labels in ``[0, n_classes)``.
         n_classes: number of arms (default ``max(y) + 1``).
         horizon: episode length.
+        render_mode: ``None`` (gymnasium's argument; there is nothing to render).
     """
 
-    def __init__(self, x, y, *, n_classes: int | None = None, horizon: int = 50_000):
+    def __init__(self, x, y, *, n_classes: int | None = None, horizon: int = 50_000,
+                 render_mode: str | None = None):
         x = np.asarray(x)
         y = np.asarray(y)
         if x.ndim != 2 or x.shape[0] == 0 or not np.issubdtype(x.dtype, np.number):
@@ -45,7 +47,7 @@ class ClassificationBandit(ContextualBanditEnv):
             raise ValueError(f"y labels must lie in [0, {n_classes - 1}], got [{y.min()}, {y.max()}]")
         self.x, self.y = x, y
         self._eye = np.eye(n_classes)
-        super().__init__(n_classes, x.min(0), x.max(0), horizon)
+        super().__init__(n_classes, x.min(0), x.max(0), horizon, render_mode)
 
     def _draw_block(self, m: int):
         idx = self.np_random.integers(self.x.shape[0], size=m)

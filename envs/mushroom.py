@@ -37,17 +37,18 @@ class MushroomBandit(ContextualBanditEnv):
         download: allow downloading the file from UCI when it is missing.
         data: already loaded :class:`MushroomData` (skips the file).
         horizon: episode length.
+        render_mode: ``None`` (gymnasium's argument; there is nothing to render).
     """
 
     def __init__(self, data_dir=None, *, sha256: str | None = AUTO, download: bool = True,
-                 data: MushroomData | None = None, horizon: int = 50_000):
+                 data: MushroomData | None = None, horizon: int = 50_000, render_mode: str | None = None):
         if data is None:
             data = load_mushroom(data_dir, sha256=sha256, download=download)
         elif not isinstance(data, MushroomData):
             raise TypeError(f"data must be a MushroomData, got {type(data).__name__}")
         self.data = data
         d = data.contexts.shape[1]
-        super().__init__(2, np.zeros(d), np.ones(d), horizon)
+        super().__init__(2, np.zeros(d), np.ones(d), horizon, render_mode)
 
     def _draw_block(self, m: int):
         rng = self.np_random

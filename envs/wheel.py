@@ -52,13 +52,14 @@ class WheelBandit(ContextualBanditEnv):
         delta: exploration parameter in (0, 1); the region ``‖x‖ ≥ δ`` (probability
             ``1 − δ²``) holds the large rewards.
         horizon: episode length.
+        render_mode: ``None`` (gymnasium's argument; there is nothing to render).
     """
 
-    def __init__(self, delta: float = 0.95, horizon: int = 50_000):
+    def __init__(self, delta: float = 0.95, horizon: int = 50_000, render_mode: str | None = None):
         if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not 0 < delta < 1:
             raise ValueError(f"delta must be a number in (0, 1), got {delta!r}")
         self.delta = float(delta)
-        super().__init__(5, -np.ones(2), np.ones(2), horizon)
+        super().__init__(5, -np.ones(2), np.ones(2), horizon, render_mode)
 
     def _draw_block(self, m: int):
         rng = self.np_random

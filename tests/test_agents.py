@@ -629,3 +629,13 @@ def test_host_functions_of_a_finite_sample_keep_its_distinct_networks_only():
             assert host.greedy(i, row) == full.greedy(i, row)
             np.testing.assert_array_equal(host.one(i, row), full.one(i, row))
             np.testing.assert_array_equal(host.features_one(i, row), full.features_one(i, row))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_neural_linear_on_an_absent_device_is_the_clear_device_error():
+    from uncertain_agents.agents import NeuralLinear
+
+    with pytest.raises(ValueError, match=r"device='cuda': CUDA is not available on this machine"):
+        NeuralLinear(2, 5, device="cuda")
+    with pytest.raises(ValueError, match=r"device='cuda': CUDA is not available on this machine"):
+        make_agent("neural-linear", n_actions=5, context_dim=2, device="cuda")

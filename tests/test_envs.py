@@ -39,6 +39,21 @@ def test_check_env_passes_for_all_three(mushroom_dir):
         assert env.spec.id.endswith("Bandit-v0"), name
 
 
+def test_render_mode_none_is_accepted_and_others_are_refused(mushroom_dir):
+    """gymnasium passes ``render_mode`` to every environment; these have nothing to render."""
+    ids = {"wheel": ("envs:WheelBandit-v0", {}),
+           "mushroom": ("envs:MushroomBandit-v0", {"data_dir": mushroom_dir, "download": False}),
+           "classification": ("envs:ClassificationBandit-v0",
+                              {"x": np.eye(3, dtype=np.float32), "y": np.arange(3)})}
+    for env_id, kw in ids.values():
+        env = gym.make(env_id, render_mode=None, **kw)
+        env.reset(seed=0)
+        assert env.unwrapped.render_mode is None and env.render() is None
+        with pytest.warns(UserWarning, match="render_modes"), \
+                pytest.raises(ValueError, match="render_mode: .* has no rendering"):
+            gym.make(env_id, render_mode="rgb_array", **kw)
+
+
 def _play(env, actions, seed):
     obs, _ = env.reset(seed=seed)
     out = []

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ..network import MLPSpec
-from ..validation import check_positive_float, check_positive_int
+from ..validation import check_device, check_positive_float, check_positive_int
 from .base import Agent, make_rng
 from .bayes_linear import BayesianLinearArms
 from .history import History
@@ -92,7 +92,7 @@ class NeuralLinear(Agent):
         self.lr = check_positive_float(lr, "lr")
         self.initial_pulls = _non_negative_int(initial_pulls, "initial_pulls")
         self.rng = make_rng(seed)
-        self.device = torch.device(device)
+        self.device = check_device(device)
         self.torch_gen = torch.Generator(device=self.device).manual_seed(int(self.rng.integers(2**62)))
         init_gen = torch.Generator().manual_seed(int(self.rng.integers(2**62)))
         self.params = torch.nn.Parameter(self.spec.init_params(1, generator=init_gen).to(self.device))
