@@ -5,7 +5,13 @@ What gymnasium's ``check_env`` is for environments: a method written outside the
 rules every built-in method is held to, so that agents, attacks and metrics can rely on
 it. The rules, each checked on a small seeded problem (64 rows, 3 features, a 1×8 network):
 
-* ``make_posterior`` builds a :class:`Posterior`; its parameters and buffers live on its device;
+* construction: ``make_posterior`` builds a :class:`Posterior` as ``cls(spec, likelihood, device=...,
+  seed=..., **options)``, so the constructor accepts ``**kwargs`` and passes them on to the base
+  class (the posterior keeps the seed and the device it was given); its parameters and buffers
+  live on its device;
+* ``_sample(n, generator)`` returns ``(params, log_noise_std or None)``: ``params`` a finite float
+  torch tensor ``[n, D]`` (``D`` the network's weights) on the posterior's device, ``log_noise_std``
+  (regression) ``None`` or a finite ``[n, out]`` tensor — checked before ``fit``, which samples too;
 * ``fit`` returns a :class:`FitResult` with a finite loss per step, accepts numpy arrays and a
   mask of observed outputs (a bandit observes one arm per row), and counts its steps across
   warm-started refits;
@@ -26,6 +32,7 @@ was found. ``check_posterior`` returns ``None`` when every rule holds.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import tempfile
 from contextlib import contextmanager
@@ -36,9 +43,10 @@ import numpy as np
 import torch
 
 from .function_sample import FunctionSample
+from .network import MLPSpec
 from .posteriors import FitResult, Posterior
 from .predictive import Predictive
-from .registry import load_posterior, make_posterior, resolve_name
+from .registry import load_posterior, make_posterior, method_options, posterior_class, resolve_name
 from .validation import check_device, check_positive_int
 
 LIKELIHOODS = ("gaussian", "categorical")
@@ -67,7 +75,8 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
         PosteriorCheckError: the first rule the posterior breaks, with what was expected and
             what was found (module docstring lists the rules).
         ValueError: ``name`` is not registered, ``likelihoods`` names an unknown job, or
-            ``device`` / ``steps`` / an option value is not valid.
+            ``device`` / ``steps`` / an option value is not valid (a constructor that fails
+            without any option is a broken rule, construction, instead).
         TypeError: an option the method does not accept.
     """
     key = resolve_name(name)
@@ -79,16 +88,12 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
     data = _Problem()
 
     def build(likelihood: str) -> Posterior:
-        out_dim = _CLASSES if likelihood == "categorical" else 2
-        post = make_posterior(key, in_dim=_IN_DIM, out_dim=out_dim, hidden=(8,), likelihood=likelihood,
-                              device=device, seed=0, **options)
-        _require(isinstance(post, Posterior), key, "make_posterior builds a Posterior",
-                 f"got {type(post).__name__}")
-        return post
+        return _build(key, likelihood, device, options)
 
     fit_kw = dict(steps=steps, batch_size=16)
     if "gaussian" in likelihoods:
         post = build("gaussian")
+        _check_raw_sample(key, build("gaussian"), device)  # a fresh one: the rules below see post untouched
         x, y, mask = data.regression()
         with _rule(key, "fit trains on a regression problem with one observed output per row"):
             result = post.fit(x, y, mask=mask, **fit_kw)
@@ -113,6 +118,7 @@ def check_posterior(name: str, *, device: str | torch.device = "cpu",
         _check_bad_input(key, post, x, y, fit_kw)
     if "categorical" in likelihoods:
         post = build("categorical")
+        _check_raw_sample(key, build("categorical"), device)
         x, labels = data.classification()
         with _rule(key, "fit trains on a classification problem (integer labels)"):
             result = post.fit(x, labels, **fit_kw)
@@ -170,6 +176,108 @@ def _rule(name: str, rule: str) -> Iterator[None]:
 def _require(condition: bool, name: str, rule: str, found: str) -> None:
     if not condition:
         raise PosteriorCheckError(f"posterior {name!r} breaks the rule: {rule} ({found})")
+
+
+_CONSTRUCTION = "construction: make_posterior builds it as {cls}(spec, likelihood, device=..., seed=..., **options)"
+_KWARGS_HINT = ("the constructor must accept **kwargs (device, seed, prior_std, ...) and pass them on to the "
+                "base class: super().__init__(spec, likelihood, **kwargs)")
+
+
+def _build(name: str, likelihood: str, device: torch.device, options: dict) -> Posterior:
+    """``make_posterior`` on the checks' problem; a constructor that cannot be called as
+    ``make_posterior`` calls it, or that raises, breaks the rule "construction". An error an option
+    of the user's causes (``make_posterior`` refuses it, or the method builds without it) is raised as is."""
+    cls = posterior_class(name)
+    rule = _CONSTRUCTION.format(cls=cls.__name__)
+    out_dim = _CLASSES if likelihood == "categorical" else 2
+    spec = MLPSpec(_IN_DIM, out_dim, (8,), "relu")
+    known = {key: value for key, value in options.items() if key in method_options(name)}
+    try:
+        inspect.signature(cls.__init__).bind(None, spec, likelihood, device=device, seed=0, **known)
+    except TypeError as err:
+        raise PosteriorCheckError(f"posterior {name!r} breaks the rule: {rule} ({cls.__name__}.__init__ cannot "
+                                  f"be called so: {err}; {_KWARGS_HINT})") from None
+    except ValueError:  # no signature to read (a builtin): the call below tells
+        pass
+
+    def make(**method_options: Any) -> Posterior:
+        return make_posterior(name, in_dim=_IN_DIM, out_dim=out_dim, hidden=(8,), likelihood=likelihood,
+                              device=device, seed=0, **method_options)
+
+    try:
+        post = make(**options)
+    except Exception as err:  # noqa: BLE001 - whatever the constructor raised, the rule names it
+        if isinstance(err, (TypeError, ValueError)) and options and _builds_without(make, name, options):
+            raise  # the user's option is at fault, not the method
+        hint = f"; {_KWARGS_HINT}" if "unexpected keyword argument" in str(err) else ""
+        raise PosteriorCheckError(f"posterior {name!r} breaks the rule: {rule} "
+                                  f"(raised {type(err).__name__}: {err}{hint})") from err
+    _require(isinstance(post, Posterior), name, "make_posterior builds a Posterior", f"got {type(post).__name__}")
+    _require(post.seed == 0 and post.device.type == device.type, name,
+             f"{rule}: the posterior keeps the seed and the device it is given ({_KWARGS_HINT})",
+             f"seed {post.seed!r}, device {post.device} for seed 0, device {device}")
+    return post
+
+
+def _builds_without(make: Callable[..., Posterior], name: str, options: dict) -> bool:
+    """Whether the failure of a construction with ``options`` is theirs: ``make_posterior`` refuses
+    one the method does not know, or the method builds without them."""
+    if set(options) - set(method_options(name)):
+        return True
+    try:
+        make()
+    except Exception:  # noqa: BLE001 - it fails without the options too: the method is at fault
+        return False
+    return True
+
+
+def _check_raw_sample(name: str, post: Posterior, device: torch.device) -> None:
+    """``_sample`` (what ``sample`` and ``fit``'s divergence checks build on) returns what the
+    docs promise, checked on its own so that a wrong return value is not blamed on ``fit``."""
+    n, width, out = 3, post.spec.num_params, post.spec.out_dim
+    indexed = type(post)._sample_indexed is not Posterior._sample_indexed
+    via = " (through _sample_indexed)" if indexed else ""
+    rule = (f"_sample(n, generator){via} returns (params, log_noise_std or None): params a finite float torch "
+            f"tensor [n, D] (here [{n}, {width}]) on the posterior's device ({device})"
+            + (", log_noise_std None or a finite [n, out] tensor there" if post.kind == "gaussian" else ""))
+    generator = torch.Generator(device=post.device).manual_seed(11)
+    try:
+        with torch.no_grad():
+            drawn = post._sample(n, generator)
+    except Exception as err:  # noqa: BLE001 - whatever it raised, the rule names it
+        raise PosteriorCheckError(f"posterior {name!r} breaks the rule: {rule} "
+                                  f"(_sample({n}, generator) raised {type(err).__name__}: {err})") from err
+    _require(isinstance(drawn, (tuple, list)) and len(drawn) == 2, name, rule,
+             f"it returned {_describe(drawn)}, not a (params, log_noise_std) pair")
+    params, log_noise = drawn
+    _require(_tensor_problem(params, (n, width), device) is None, name, rule,
+             f"params: {_tensor_problem(params, (n, width), device)}")
+    if post.kind == "gaussian" and log_noise is not None:
+        _require(_tensor_problem(log_noise, (n, out), device) is None, name, rule,
+                 f"log_noise_std: {_tensor_problem(log_noise, (n, out), device)}")
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return f"a {type(value).__module__.split('.')[0]} {type(value).__name__} of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _tensor_problem(value: object, shape: tuple[int, ...], device: torch.device) -> str | None:
+    """What is wrong with ``value`` as a finite float tensor of ``shape`` on ``device`` (None: nothing)."""
+    if not isinstance(value, torch.Tensor):
+        return f"{_describe(value)}, not a torch tensor"
+    if tuple(value.shape) != shape:
+        return f"shape {tuple(value.shape)}, expected {shape}"
+    if not value.dtype.is_floating_point:
+        return f"dtype {value.dtype}, not a float"
+    if value.device.type != device.type:
+        return f"on {value.device}, not on the posterior's device"
+    if not bool(torch.isfinite(value).all()):
+        return "holds NaN or inf"
+    return None
 
 
 def _draws(post: Posterior, x: torch.Tensor, *, seed: int, n: int = 4) -> torch.Tensor:

@@ -32,7 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code.
 
-    Every library error becomes one line on stderr: bad arguments, data or files exit 2;
+    Every library error becomes one line on stderr: bad arguments, data or files, or a posterior
+    plugin that fails to import (naming it; commands that need no missing name still run) exit 2;
     a diverged training (with a hint to lower ``--lr``) or another runtime error (e.g. from
     CUDA) exits 1; Ctrl-C exits 130. Finished units stay in the run folder, and running the
     same command again resumes. ``UNCERTAIN_AGENTS_DEBUG=1`` shows the full traceback instead.
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("UNCERTAIN_AGENTS_DEBUG"):
         return int(args.func(args) or 0)
     from .posteriors.training import TrainingDivergedError
+    from .registry import PluginImportError
 
     try:
         return int(args.func(args) or 0)
@@ -57,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     except TrainingDivergedError as err:
         _error(f"{err} — finished units are kept in the run folder")
         return 1
+    except PluginImportError as err:  # one line naming each broken plugin (registry.import_posterior_plugins)
+        _error(str(err))
+        return 2
     except (ValueError, TypeError, KeyError) as err:
         _error(str(err) if not isinstance(err, KeyError) else f"missing key {err}")
         return 2

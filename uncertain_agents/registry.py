@@ -33,6 +33,10 @@ class Registry(Generic[T]):
     Names and aliases are matched case-insensitively and without surrounding spaces; every
     name or alias is registered once. ``load``, if given, is called once before the first
     lookup (the posterior registry uses it to import the modules that register themselves).
+    A ``load`` that fails with an ``ImportError`` (a broken plugin) keeps what it registered
+    and is tried again by the next lookup that needs every name (:meth:`names`, an unknown
+    name), which raises it again; a name already registered still resolves, so a broken
+    plugin does not take down the names it does not provide.
 
     Example::
 
@@ -55,6 +59,7 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._aliases: dict[str, str] = {}
         self._load = load
+        self._load_error: ImportError | None = None  # the last failed load (a broken plugin)
         self._validate = validate
 
     def register(self, name: str, *aliases: str) -> Callable[[T], T]:
@@ -98,10 +103,11 @@ class Registry(Generic[T]):
         """
         if not isinstance(name, str):
             raise TypeError(f"{self.kind} name must be a string, got {type(name).__name__}")
-        self._ensure_loaded()
-        key = self._key(name)
-        key = self._aliases.get(key, key)
-        if key not in self._items:
+        key = self._registered(name)
+        if key is not None and self._load_error is not None:
+            return key  # registered before a plugin failed to load: not tried (and refused) again
+        key = self._load_for(name)
+        if key is None:
             aliases = f" (aliases: {', '.join(sorted(self._aliases))})" if self._aliases else ""
             raise ValueError(f"unknown {self.kind} {name!r}; valid names: {', '.join(self.names())}{aliases}")
         return key
@@ -129,9 +135,31 @@ class Registry(Generic[T]):
         """Whether ``name`` is a registered name or alias."""
         if not isinstance(name, str):
             return False
-        self._ensure_loaded()
+        if self._registered(name) is not None and self._load_error is not None:
+            return True
+        return self._load_for(name) is not None
+
+    def _load_for(self, name: str) -> str | None:
+        """Load (see :meth:`_ensure_loaded`), then the registered name for ``name`` or None. A load
+        that fails with an ``ImportError`` (a broken plugin) is raised only when ``name`` is not
+        registered (a name the broken plugin may provide), the message then naming ``name`` too."""
+        try:
+            self._ensure_loaded()
+        except ImportError as err:
+            key = self._registered(name)
+            if key is not None:
+                return key
+            if isinstance(err, PluginImportError):
+                raise PluginImportError(f"unknown {self.kind} {name!r}, perhaps one a broken plugin provides: "
+                                        f"{err}", err.failures) from err
+            raise
+        return self._registered(name)
+
+    def _registered(self, name: str) -> str | None:
+        """The registered name ``name`` or its alias stands for, if registered already (no loading)."""
         key = self._key(name)
-        return key in self._items or key in self._aliases
+        key = self._aliases.get(key, key)
+        return key if key in self._items else None
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -148,9 +176,17 @@ class Registry(Generic[T]):
             load, self._load = self._load, None  # cleared first: what it imports may look names up
             try:
                 load()
-            except BaseException:
+            except BaseException as err:
                 self._load = load  # a failed load (a broken plugin) is tried, and reported, again
+                if isinstance(err, ImportError):
+                    self._load_error = err
                 raise
+            self._load_error = None
+
+    def loaded_names(self) -> list[str]:
+        """The names registered so far, sorted, without loading (after a failed ``load`` — a
+        broken plugin — the names it did register; :meth:`names` raises the failure instead)."""
+        return sorted(self._items)
 
 
 #: Entry-point group through which an installed package adds posteriors: each entry point names
@@ -169,17 +205,37 @@ def _import_posteriors() -> None:
     import_posterior_plugins()
 
 
+class PluginImportError(ImportError):
+    """A posterior plugin (an entry point under :data:`PLUGIN_GROUP`) failed to import. The message
+    is one line naming each broken plugin; ``failures`` maps their entry-point names to what their
+    import raised. The command line reports it as ``error: ...`` (exit code 2)."""
+
+    def __init__(self, message: str, failures: dict[str, str]) -> None:
+        super().__init__(message)
+        self.failures = failures
+
+
 def import_posterior_plugins() -> list[str]:
     """Import the modules named under the entry-point group :data:`PLUGIN_GROUP`; returns their
-    entry-point names. Raises ``ImportError`` naming the plugin whose module fails to import."""
-    loaded = []
+    entry-point names. Every plugin is tried; raises :class:`PluginImportError` (an ``ImportError``)
+    naming each plugin whose module fails to import (the others stay registered)."""
+    loaded, failures, first = [], {}, None
     for entry in metadata.entry_points(group=PLUGIN_GROUP):
+        before = set(POSTERIORS.loaded_names())
         try:
             entry.load()
         except Exception as err:  # noqa: BLE001 - any failure of a plugin's import is reported as one
-            raise ImportError(f"posterior plugin {entry.name!r} ({entry.value}, entry-point group "
-                              f"{PLUGIN_GROUP!r}) failed to import: {type(err).__name__}: {err}") from err
+            for name in set(POSTERIORS.loaded_names()) - before:  # a half-imported plugin registers nothing
+                POSTERIORS.unregister(name)  # (and its next try does not find its names taken)
+            lines = str(err).strip().splitlines()
+            failures[entry.name] = (f"posterior plugin {entry.name!r} ({entry.value}, entry-point group "
+                                    f"{PLUGIN_GROUP!r}) failed to import: {type(err).__name__}"
+                                    + (f": {lines[0]}" if lines else ""))
+            first = first or err
+            continue
         loaded.append(entry.name)
+    if failures:
+        raise PluginImportError("; ".join(failures.values()), failures) from first
     return loaded
 
 

@@ -8,7 +8,7 @@ def register(sub) -> None:
     p = sub.add_parser("check", help="check that posteriors keep the sampler interface's rules",
                        description="Run uncertain_agents.check_posterior on each named posterior (default: every "
                                    "registered one, plugins included) and print which rule, if any, it breaks. "
-                                   "Exit code 1 if one breaks a rule.")
+                                   "Exit code 1 if one breaks a rule (or, by default, a plugin fails to import).")
     p.add_argument("names", nargs="*", metavar="NAME", help="posterior names (default: all registered)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="method option passed to every named posterior, e.g. --option n_members=3 (repeatable)")
@@ -20,26 +20,35 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     from ..checks import PosteriorCheckError, check_posterior
-    from ..registry import POSTERIORS
+    from ..registry import POSTERIORS, PluginImportError
     from .common import check_device
 
     device = check_device(args.device)
     options = dict(parse_key_value(text) for text in args.option)
-    names = list(dict.fromkeys(POSTERIORS.resolve(name) for name in args.names)) or POSTERIORS.names()
+    failed_plugins: dict[str, str] = {}
+    names = list(dict.fromkeys(POSTERIORS.resolve(name) for name in args.names))
+    if not args.names:
+        try:
+            names = POSTERIORS.names()
+        except PluginImportError as err:  # every posterior that did register is still checked
+            failed_plugins, names = err.failures, POSTERIORS.loaded_names()
     likelihoods = ("gaussian", "categorical") if args.likelihood == "both" else (args.likelihood,)
     table = Table(title=f"check_posterior ({', '.join(likelihoods)}; {device})")
     table.add_column("posterior")
     table.add_column("result")
-    broken = 0
+    for plugin, message in failed_plugins.items():
+        table.add_row(f"plugin {plugin}", f"[red]{escape(message)}[/red]")
+    broken = len(failed_plugins)
     for name in names:
         try:
             check_posterior(name, device=device, likelihoods=likelihoods, **options)
         except PosteriorCheckError as err:
             broken += 1
-            table.add_row(name, f"[red]{err}[/red]")
+            table.add_row(name, f"[red]{escape(str(err))}[/red]")  # messages hold [n, D]-like text
         else:
             table.add_row(name, "[green]keeps every rule[/green]")
     Console().print(table)
