@@ -268,6 +268,8 @@ def test_names_a_broken_plugin_does_not_provide_still_work(plugins, tmp_path, ca
     plugins({"badone": BROKEN})
     post = ua.make_posterior("mfvi", in_dim=3, out_dim=1, hidden=(4,), seed=0)
     assert isinstance(post, MeanFieldVI)
+    post.save(tmp_path / "mfvi.pt")                       # a saved built-in loads, too
+    assert isinstance(ua.load_posterior(tmp_path / "mfvi.pt"), MeanFieldVI)
     assert "vi" in POSTERIORS and ua.registry.resolve_name("VI") == "mfvi"
     with pytest.raises(PluginImportError, match=r"unknown posterior 'badone', perhaps one a broken plugin "
                                                 r"provides: posterior plugin 'badone' .*needs libfoo") as err:

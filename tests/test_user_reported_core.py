@@ -174,8 +174,10 @@ def test_to_an_absent_device_is_a_clear_error():
         post.to("cuda:99")  # more CUDA devices than any machine here has (or no CUDA at all)
     with pytest.raises(ValueError, match=r"device=device\(type='cuda', index=99\)"):
         post.to(device=torch.device("cuda", 99))
-    with pytest.raises(ValueError, match="device must be a torch device such as cpu"):
-        post.to("tpu")
+    with pytest.raises(RuntimeError):
+        post.to("tpu")                     # not a CUDA target: torch's own error, as before
+    assert post.to("meta").device.type == "meta"   # other targets pass as in torch
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(4,), seed=0)
     with pytest.raises(ValueError, match="cuda"):
         post.cuda(99)
     assert post.to("cpu") is post and post.to(torch.device("cpu")) is post
@@ -195,3 +197,19 @@ def test_to_cuda_without_cuda_matches_make_posterior():
         post.cuda()
     with pytest.raises(ValueError, match="CUDA is not available"):
         post.to(0)
+
+
+def test_an_unregistered_subclass_does_not_save_as_its_parent(tmp_path):
+    """It inherits the parent's ``name``; recording that name would load its file as the parent class."""
+    from uncertain_agents.posteriors.mfvi import MeanFieldVI
+
+    class Unregistered(MeanFieldVI):
+        pass
+
+    post = Unregistered(ua.MLPSpec(2, 1, (4,), "relu"), seed=0, prior_std=2.0)
+    assert post.config["name"] is None and post.config["prior_std"] == 2.0
+    with pytest.raises(ValueError, match="Unregistered is not the class registered as 'mfvi'"):
+        post.save(tmp_path / "p.pt")
+    parent = MeanFieldVI(ua.MLPSpec(2, 1, (4,), "relu"), seed=0)
+    parent.save(tmp_path / "q.pt")
+    assert type(ua.load_posterior(tmp_path / "q.pt")) is MeanFieldVI

@@ -183,6 +183,11 @@ class Registry(Generic[T]):
                 raise
             self._load_error = None
 
+    def registered_now(self, name: str) -> T | None:
+        """The object registered under ``name`` (or an alias of it) so far, or None; never loads."""
+        key = self._registered(name) if isinstance(name, str) else None
+        return None if key is None else self._items[key]
+
     def loaded_names(self) -> list[str]:
         """The names registered so far, sorted, without loading (after a failed ``load`` — a
         broken plugin — the names it did register; :meth:`names` raises the failure instead)."""
@@ -373,8 +378,8 @@ def _load(path: Path, map_location):
     if not isinstance(config, dict) or not isinstance(config.get("name"), str):
         raise _LoadError("the saved configuration has no method name")
     name = config.pop("name")
-    if name not in POSTERIORS.names():
-        raise _LoadError(f"unknown method {name!r} (known: {', '.join(available_posteriors())})")
+    if name not in POSTERIORS:  # a registered name loads even when some other plugin is broken
+        raise _LoadError(f"unknown method {name!r} (known: {', '.join(POSTERIORS.loaded_names())})")
     if "method" in payload and payload["method"] != name:
         raise _LoadError(f"the file says method {payload['method']!r} but its configuration says {name!r}")
     missing = sorted({"in_dim", "out_dim", "hidden"} - set(config))

@@ -100,7 +100,7 @@ def run(args) -> int:
     import torch
     from rich.console import Console
 
-    from attacks.evaluate import (attack_subset, evaluate, load_dataset, load_or_train, parse_posterior,
+    from attacks.evaluate import (IMAGE_SHAPES, attack_subset, evaluate, load_dataset, load_or_train, parse_posterior,
                                   write_outputs)
     from attacks.fgsm import DEFAULT_EPSILONS
 
@@ -139,11 +139,12 @@ def run(args) -> int:
             if not (load / f"{choice.file_stem}.pt").is_file():
                 raise FileNotFoundError(f"--load {args.load}: no {choice.file_stem}.pt for --posterior {choice.label} "
                                         f"(--load DIR must hold <label>.pt for every posterior)")
-    data = load_dataset(args.dataset, args.data_dir)
-    for choice in choices:  # on the network load_or_train builds: the images' pixels -> --hidden -> classes
-        check_posterior_options([choice.name], dict(choice.options), in_dim=data.in_dim, out_dim=data.n_classes,
+    pixels, classes = IMAGE_SHAPES[args.dataset]
+    for choice in choices:  # on the network load_or_train builds (pixels -> --hidden -> classes), before any data
+        check_posterior_options([choice.name], dict(choice.options), in_dim=pixels, out_dim=classes,
                                 hidden=args.hidden, activation=args.activation, likelihood="categorical",
                                 where=f"--posterior {choice.label}")
+    data = load_dataset(args.dataset, args.data_dir)
     loaded = None
     if load is not None:  # a broken or wrong model file fails now, before the run folder records --load
         try:  # each file must hold the method, options and network asked for (not just any classifier)

@@ -43,35 +43,26 @@ def check_device(text: str) -> str:
     return text
 
 
-def check_posterior_options(names, options: dict, *, in_dim: int | None = None, out_dim: int | None = None,
-                            hidden=None, activation: str = "relu", likelihood: str = "gaussian", extra=None,
-                            merge=None, where: str | None = None) -> None:
+def check_posterior_options(names, options: dict, *, in_dim: int, out_dim: int, hidden,
+                            activation: str = "relu", likelihood: str = "gaussian", merge=None,
+                            where: str | None = None) -> None:
     """Build each posterior once, on the network the run will build, so an unknown or bad
     ``--option`` fails now, before any work or file.
 
     ``in_dim``, ``out_dim``, ``hidden`` and ``activation`` are the run's network (a per-layer
-    option such as a ``prior_std`` list must fit *its* layers, not a probe's). Without them a
-    tiny ``2 -> 2 -> 2`` probe is built (kept for callers that do not pass them yet; a per-layer
-    list is then checked against the probe's two layers).
-
-    ``extra(name)`` may add options (a protocol's) under the given ones; ``merge(name, options)``
-    instead returns the whole options the run passes (a bandit protocol's ``merged_options``, which
-    also refuses a protocol's per-layer option that does not fit ``hidden``). ``where`` names
-    what the options came from in the error (default ``--option for NAME``), for a command whose
-    options come another way (``attack``: ``--posterior NAME:key=value``).
+    option such as a ``prior_std`` list must fit *its* layers). ``merge(name, options)`` returns
+    the whole options the run passes (a bandit protocol's ``merged_options``, which also refuses a
+    protocol's per-layer option that does not fit ``hidden``). ``where`` names what the options
+    came from in the error (default ``--option for NAME``), for a command whose options come
+    another way (``attack``: ``--posterior NAME:key=value``).
     """
     from ..registry import make_posterior
 
-    sized = in_dim is not None and out_dim is not None and hidden is not None
-    network = dict(in_dim=in_dim, out_dim=out_dim, hidden=tuple(hidden), activation=activation) if sized \
-        else dict(in_dim=2, out_dim=2, hidden=(2,))
+    network = dict(in_dim=in_dim, out_dim=out_dim, hidden=tuple(hidden), activation=activation)
     for name in dict.fromkeys(names):
         label = where or f"--option for {name}"
         try:
-            if merge is not None:
-                merged = merge(name, dict(options))
-            else:
-                merged = {**(extra(name) if extra else {}), **options}
+            merged = merge(name, dict(options)) if merge is not None else dict(options)
             make_posterior(name, likelihood=likelihood, **network, **merged)
         except (TypeError, ValueError) as err:
             raise ValueError(f"{label}: {err}") from None

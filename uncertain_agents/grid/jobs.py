@@ -135,10 +135,8 @@ def _bandit_method(entry: dict, where: str) -> dict:
 class CellDims:
     """Input and output widths of the networks cells build, read once per data set. Where the
     data cannot be read here (a Ray cluster may hold data this machine lacks), a placeholder input
-    width of 1 is used: the options are still checked on the cell's layers."""
-
-    #: the image data sets' pixels and classes (8×8 digits, 28×28 MNIST)
-    IMAGES = {"digits": (64, 10), "mnist": (784, 10)}
+    width of 1 is used: the options are still checked on the cell's layers. (The image data sets'
+    widths are known without reading them: ``attacks.evaluate.IMAGE_SHAPES``.)"""
 
     def __init__(self) -> None:
         self._uci: dict[str, int] = {}
@@ -196,7 +194,9 @@ def _bandit_network(cell: dict, dims: CellDims):
 
 def _attack_network(cell: dict, dims: CellDims):
     method = cell["method"]
-    in_dim, classes = CellDims.IMAGES[cell["dataset"]]
+    from attacks.evaluate import IMAGE_SHAPES
+
+    in_dim, classes = IMAGE_SHAPES[cell["dataset"]]
     return method["posterior"], dict(in_dim=in_dim, out_dim=classes, hidden=tuple(cell["hidden"]),
                                      likelihood="categorical", **method["options"])
 

@@ -71,10 +71,15 @@ def construction_config(post: "Posterior", args: tuple, kwargs: dict) -> dict:
     ``cls(*args, **kwargs)``: the method name, the spec's fields, the likelihood, the seed and the
     method options passed (by keyword; options left at their defaults are not recorded, so agents
     can tell them from the user's choices). ``load_posterior`` rebuilds the posterior from it."""
+    from ..registry import POSTERIORS
+
     spec = args[0] if args else kwargs.get("spec")
     if not isinstance(spec, MLPSpec):  # a subclass that builds its own spec from other arguments
         spec = post.spec
-    return {"name": type(post).name, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
+    # the method's name only for the class registered under it: an unregistered subclass inherits the
+    # name, and its saved file must not load silently as its parent (it then has no name to load by)
+    name = type(post).name if POSTERIORS.registered_now(type(post).name) is type(post) else None
+    return {"name": name, "in_dim": spec.in_dim, "out_dim": spec.out_dim, "hidden": list(spec.hidden),
             "activation": spec.activation, "likelihood": post.kind, "seed": kwargs.get("seed"),
             **{key: value for key, value in kwargs.items() if key not in _NOT_OPTIONS}}
 
@@ -230,14 +235,14 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
 
     # -------------------------------------------------------------- helpers
     def to(self, *args, **kwargs):
-        """``nn.Module.to``, with the device checked first (:func:`~uncertain_agents.validation.check_device`):
+        """``nn.Module.to``, with a CUDA device checked first (:func:`~uncertain_agents.validation.check_device`):
         ``post.to("cuda")`` on a machine without CUDA is the same clear ``ValueError`` as
-        ``make_posterior(..., device="cuda")``, not torch's assertion."""
+        ``make_posterior(..., device="cuda")``, not torch's assertion. Other devices are passed on."""
         device = kwargs["device"] if "device" in kwargs else args[0] if args else None
         if isinstance(device, int) and not isinstance(device, bool):
             device = torch.device("cuda", device)  # an index: torch's current accelerator, CUDA here
-        if isinstance(device, (str, torch.device)):
-            check_device(device)
+        if isinstance(device, (str, torch.device)) and str(device).split(":")[0].strip().lower() == "cuda":
+            check_device(device)  # other targets (cpu, meta, ...) are torch's to judge, as before
         return super().to(*args, **kwargs)
 
     def cuda(self, device=None):
@@ -417,7 +422,14 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
 
     # ------------------------------------------------------------- save/load
     def save(self, path: str | os.PathLike) -> None:
-        """Write config (JSON) and tensors; restore with :func:`uncertain_agents.load_posterior`."""
+        """Write config (JSON) and tensors; restore with :func:`uncertain_agents.load_posterior`.
+
+        Raises ``ValueError`` for an instance of a class that is not the one registered under its
+        method name (an unregistered subclass): its file could not be loaded back."""
+        if not isinstance(self.config.get("name"), str):
+            raise ValueError(f"{type(self).__name__} is not the class registered as {self.name!r}, so a saved "
+                             f"file could not be loaded back; register it under a name of its own "
+                             f"(@uncertain_agents.register_posterior('my-name')) to save it")
         write_payload(path, {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
                              "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}})
 
