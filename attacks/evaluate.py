@@ -31,6 +31,8 @@ from .inputs import check_positive_number
 from .plots import plot_attack_curves
 
 DATASETS = ("mnist", "digits")
+#: ``(pixels, classes)`` of each data set: the classifier's input and output widths, known before loading
+IMAGE_SHAPES = {"mnist": (784, 10), "digits": (64, 10)}
 ATTACKS = ("fgsm", "ifgsm")
 
 
