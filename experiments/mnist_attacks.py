@@ -6,7 +6,8 @@ batch 128, Adam with the method's default learning rate; options in ``CANDIDATES
 test images, then on a seeded random subset of test images:
 
 * untargeted FGSM at ε = 0, 0.02, ..., 0.5 (the attacked predictive averages
-  ``--n-samples`` functions; every adversarial batch is re-scored with fresh ones);
+  ``--n-samples`` functions; the clean inputs and every adversarial batch are scored by one
+  fresh set of functions);
 * targeted I-FGSM towards class 0 with step 0.01 for 40 steps, on the inputs whose
   label is not 0, scored after every step.
 
@@ -31,7 +32,7 @@ os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from attacks.evaluate import (PosteriorChoice, attack_subset, build_classifier, evaluate,  # noqa: E402
+from attacks.evaluate import (PosteriorChoice, attack_subset, build_classifier, check_loaded, evaluate,  # noqa: E402
                               load_dataset, train_classifier, write_outputs)
 from uncertain_agents.registry import available_posteriors, load_posterior  # noqa: E402
 from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run  # noqa: E402
@@ -82,8 +83,9 @@ def run_one(choice, data, args, out: Path, epochs: float) -> None:
         print(f"[skip] {choice.label}: results exist", flush=True)
         return
     model_path = out / "models" / f"{stem(choice.label)}.pt"
-    if model_path.is_file():
+    if model_path.is_file():  # a cached model must be the one this run would train (method, options, network)
         post, seconds = load_posterior(model_path, map_location=args.device), float("nan")
+        check_loaded(post, choice, model_path, hidden=args.hidden)
     else:
         post = build_classifier(choice, data, hidden=args.hidden, seed=args.seed, device=args.device)
         seconds = train_classifier(post, data, epochs=epochs, batch_size=128)
