@@ -4,33 +4,17 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from uncertain_agents.cli import main
+
+from uci_helpers import write_tiny_yacht
 
 ATTACK = ["attack", "--dataset", "digits", "--posterior", "map", "--attack", "fgsm", "ifgsm", "--hidden", "4",
           "--epochs", "0.05", "--n-attack", "10", "--n-samples", "2", "--epsilons", "0", "0.1", "--steps", "1",
           "--no-progress"]
 BANDIT = ["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--steps", "30", "--trials", "2",
           "--train-every", "10", "--train-steps", "2", "--hidden", "8", "--delta", "0.7"]
-
-
-def write_tiny_yacht(root):
-    """A tiny ``uci/yacht`` folder: 30 rows, 3 features, one 25/5 split (the loader checks no sums
-    when there is no SHA256SUMS file)."""
-    folder = root / "uci" / "yacht"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(30, 3))
-    np.savetxt(folder / "data.txt", np.column_stack([x, x @ np.array([1.0, -2.0, 0.5])]))
-    np.savetxt(folder / "index_features.txt", np.arange(3), fmt="%d")
-    np.savetxt(folder / "index_target.txt", [3], fmt="%d")
-    (folder / "n_splits.txt").write_text("1\n")
-    perm = rng.permutation(30)
-    np.savetxt(folder / "index_train_0.txt", perm[:25], fmt="%d")
-    np.savetxt(folder / "index_test_0.txt", perm[25:], fmt="%d")
-    return root
 
 
 @pytest.fixture
