@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from uncertain_agents.grid import CellStore, cell_hash, grid_table, load_spec, parse_spec, run_grid
 
@@ -130,6 +131,37 @@ def test_ray_executor_gives_the_same_cells_as_local(tmp_path):
     metrics = lambda out: {k: {m: v for m, v in r["metrics"].items() if "seconds" not in m}  # noqa: E731
                            for k, r in cell_files(out).items()}
     assert metrics(tmp_path / "local") == metrics(tmp_path / "ray")
+
+
+def cuda_bandit_spec() -> dict:
+    """A one-cell bandit grid on CUDA (the toy job has no device setting)."""
+    return {"name": "cuda-test", "kind": "bandit", "settings": {"env": "wheel", "steps": 20, "device": "cuda"},
+            "cross": {"trial": [0]}, "methods": [{"posterior": "mfvi"}]}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without CUDA")
+def test_a_device_the_machine_lacks_fails_before_any_cell(tmp_path):
+    spec = cuda_bandit_spec()
+    with pytest.raises(ValueError, match=r"settings.device.*CUDA is not available on this machine"):
+        run_grid(spec, tmp_path / "g", threads=1)
+    assert not (tmp_path / "g").exists()           # nothing written, no cell started
+
+
+def test_ray_address_needs_the_ray_executor(tmp_path):
+    with pytest.raises(ValueError, match=r"ray_address \(--ray-address\) is used with executor='ray'"):
+        run_grid(toy_spec(), tmp_path / "g", ray_address="auto", threads=1)
+    assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without GPUs")
+def test_ray_cells_that_need_a_gpu_the_cluster_lacks_fail_instead_of_waiting(tmp_path):
+    pytest.importorskip("ray")
+    spec = cuda_bandit_spec()
+    with pytest.raises(ValueError, match=r"cells ask for 1 GPU each .*the Ray cluster has 0"):
+        run_grid(spec, tmp_path / "g", executor="ray", workers=1, threads=1)
+    import ray
+
+    assert not ray.is_initialized()                # the instance started here was shut down
 
 
 def test_smoke_spec_is_valid():

@@ -75,8 +75,16 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         threads = max(1, cores // workers)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    if ray_address is not None and executor != "ray":
+        raise ValueError(f"ray_address (--ray-address) is used with executor='ray' (--executor ray) only; "
+                         f"got executor={executor!r}")
     if spec.job.check_cells is not None:  # e.g. a split the data set lacks fails now, not when its cell runs
         spec.job.check_cells(cells)
+    if executor == "local":  # cells run here: a device this machine lacks fails now, once, not in every cell
+        from ..validation import check_device
+
+        for device in dict.fromkeys(str(c["device"]) for c in cells if "device" in c):
+            check_device(device, f"{Path(spec.source).name if spec.source else 'spec'}: settings.device")
     out = Path(out)
     if spec.reference:  # a missing CSV fails now, not after every cell has run (see grid_table)
         reference_csv(spec.reference, Path(spec.source).parent if spec.source else out)

@@ -77,12 +77,16 @@ def run_ray(cells: list[dict], report: Report, *, threads: int = 1, address: str
     needs = [JOBS[cell["kind"]].resources(cell) for cell in cells]
     needs = [{**need, "num_cpus": max(need["num_cpus"], threads)} for need in needs]
     started_here = not ray.is_initialized()
-    if started_here:  # room for `workers` tasks at once: each asks for (at least) `threads` CPUs
-        per_task = max([need["num_cpus"] for need in needs], default=threads)
-        cpus = workers * per_task if workers else max(available_cores(), per_task)
-        kwargs = {"address": address} if address else {"num_cpus": cpus}
-        ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
     try:
+        if started_here:  # room for `workers` tasks at once: each asks for (at least) `threads` CPUs
+            per_task = max([need["num_cpus"] for need in needs], default=threads)
+            cpus = workers * per_task if workers else max(available_cores(), per_task)
+            kwargs = {"address": address} if address else {"num_cpus": cpus}
+            ray.init(include_dashboard=False, log_to_driver=False, **kwargs)
+        gpus = max((need["num_gpus"] for need in needs), default=0)
+        if gpus and ray.cluster_resources().get("GPU", 0) < gpus:  # Ray would wait for one for ever
+            raise ValueError(f"cells ask for {gpus} GPU each (settings.device = cuda), but the Ray cluster has "
+                             f"{ray.cluster_resources().get('GPU', 0):g}; use device = \"cpu\" or a cluster with GPUs")
         remote = ray.remote(execute_cell)
         pending = {}
         for cell, need in zip(cells, needs):
