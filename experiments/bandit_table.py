@@ -34,11 +34,12 @@ import torch
 
 import uncertain_agents as ua
 from uncertain_agents.runs import atomic_write_csv, atomic_write_text, record_run
+from uncertain_agents.validation import check_device
 from uncertain_agents.seeding import SEEDING_SCHEME, recorded_scheme
 from uncertain_agents.workers import spawn_pool
 from uncertain_agents.agents import get_protocol, make_agent, run_bandit
 from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, StreamSlots, make_env, parallel_mode,
-                                                plot_regret, run_thompson_trials, trials_batchable)
+                                                plot_regret, resolve_env, run_thompson_trials, trials_batchable)
 from uncertain_agents.datasets.mushroom import load_mushroom
 
 PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme et al. 2018)
@@ -348,7 +349,16 @@ def main(argv=None) -> int:
         p.error(f"--first-trial must be >= 0 and --trials >= 1, got {args.first_trial} and {args.trials}")
     command = None if argv is None else ["experiments/bandit_table.py", *argv]
     runs_path = args.out / "bandit_runs.csv"
-    protocol = get_protocol(args.protocol).name
+    try:  # every name is checked before anything is written: one error line, not a traceback
+        protocol = get_protocol(args.protocol).name
+        for env_name in args.envs.split(","):
+            resolve_env(env_name)
+        if args.posteriors != "all":
+            for name in args.posteriors.split(","):
+                ua.registry.resolve_name(name)
+        check_device(args.device, "--device")
+    except ValueError as err:
+        p.error(str(err))
     replace = tuple(label for label in args.replace.split(",") if label)
     if replace and not args.merge:
         p.error("--replace goes with --merge FOLDER (the folder whose runs replace those of --out)")
@@ -367,6 +377,10 @@ def main(argv=None) -> int:
     if not done.empty and "protocol" not in done:
         done["protocol"] = "default"
     only = set(filter(None, args.only.split(",")))
+    unknown = sorted(only - {"uniform"} - {label for label, *_ in specs(posteriors)})
+    if unknown:
+        p.error(f"--only: unknown labels {unknown}; with --posteriors {args.posteriors}: "
+                f"{[label for label, *_ in specs(posteriors)]}")
     todo = []
     for env_name in args.envs.split(","):
         for trial in range(args.first_trial, args.first_trial + args.trials):

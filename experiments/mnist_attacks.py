@@ -160,7 +160,6 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     out = Path(args.out)
-    record_run(out)  # appends commit, command line and versions to {out}/manifest.json
     registered = set(available_posteriors())
     choices = [c for c in CANDIDATES if c.name in registered]
     skipped = [c.label for c in CANDIDATES if c.name not in registered]
@@ -174,7 +173,13 @@ def main(argv=None) -> int:
     epochs_for = {}
     for item in args.epochs_for:
         label, _, value = item.rpartition("=")
-        epochs_for[label] = float(value)
+        if label not in {c.label for c in CANDIDATES}:
+            raise SystemExit(f"--epochs-for: unknown label {label!r}; labels: {[c.label for c in CANDIDATES]}")
+        try:
+            epochs_for[label] = float(value)
+        except ValueError:
+            raise SystemExit(f"--epochs-for: {item!r} must be LABEL=EPOCHS with a number of epochs") from None
+    record_run(out)  # after the arguments are checked: appends commit, command line and versions to {out}/manifest.json
     config = {k: v for k, v in vars(args).items()}
     config.update(dataset="mnist", target=0, step=0.01, steps=40, batch_size=128,
                   posteriors={c.label: {"name": c.name, **c.options} for c in CANDIDATES

@@ -90,9 +90,10 @@ def main() -> None:
     args = parser.parse_args()
     trials = range(args.first_trial, args.first_trial + args.trials)
     torch.set_num_threads(1)
+    unknown = [name for name in args.settings.split(",") if name not in SETTINGS]
+    if unknown:  # all names checked before the first setting runs
+        raise SystemExit(f"unknown setting(s) {unknown}; choose from {', '.join(SETTINGS)}")
     for name in args.settings.split(","):
-        if name not in SETTINGS:
-            raise SystemExit(f"unknown setting {name!r}; choose from {', '.join(SETTINGS)}")
         start = time.perf_counter()
         values = np.array([normalised_regret(args.posterior, *SETTINGS[name], trial) for trial in trials])
         print(f"{args.posterior} {name}: trials {np.round(values, 2).tolist()} -> "
