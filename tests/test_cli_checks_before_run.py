@@ -8,6 +8,7 @@ import pytest
 
 from uncertain_agents.cli import main
 
+from cli_helpers import record_calls
 from uci_helpers import write_tiny_yacht
 
 ATTACK = ["attack", "--dataset", "digits", "--posterior", "map", "--attack", "fgsm", "ifgsm", "--hidden", "4",
@@ -25,17 +26,8 @@ def calls(monkeypatch):
     import uncertain_agents.agents.experiment
     import uncertain_agents.regression
 
-    seen = []
-    for module, name in ((attacks.evaluate, "load_or_train"), (uncertain_agents.regression, "run_uci"),
-                         (uncertain_agents.agents.experiment, "run_experiment")):
-        real = getattr(module, name)
-
-        def record(*args, _real=real, _name=name, **kw):
-            seen.append(_name)
-            return _real(*args, **kw)
-
-        monkeypatch.setattr(module, name, record)
-    return seen
+    return record_calls(monkeypatch, ((attacks.evaluate, "load_or_train"), (uncertain_agents.regression, "run_uci"),
+                                      (uncertain_agents.agents.experiment, "run_experiment")))
 
 
 # ------------------------------------------------------- bad arguments: no folder, no training

@@ -12,6 +12,7 @@ import pytest
 
 from uncertain_agents.cli import build_parser, main
 
+from cli_helpers import record_calls
 from uci_helpers import write_tiny_yacht
 
 TINY_BANDIT = ["bandit", "wheel", "--agent", "thompson", "--posterior", "mfvi", "--steps", "12", "--trials", "1"]
@@ -32,17 +33,8 @@ def runs(monkeypatch) -> list[str]:
     import uncertain_agents.bench
     import uncertain_agents.regression
 
-    seen: list[str] = []
-    for module, name in ((uncertain_agents.agents.experiment, "run_experiment"),
-                         (uncertain_agents.regression, "run_uci"), (uncertain_agents.bench, "run_bench")):
-        real = getattr(module, name)
-
-        def record(*args, _real=real, _name=name, **kw):
-            seen.append(_name)
-            return _real(*args, **kw)
-
-        monkeypatch.setattr(module, name, record)
-    return seen
+    return record_calls(monkeypatch, ((uncertain_agents.agents.experiment, "run_experiment"),
+                                      (uncertain_agents.regression, "run_uci"), (uncertain_agents.bench, "run_bench")))
 
 
 def one_line(text: str) -> str:
@@ -288,14 +280,7 @@ ATTACK_TINY = ["attack", "--dataset", "digits", "--attack", "fgsm", "--epochs", 
 def test_attack_takes_hidden_with_commas_and_checks_options_on_its_real_network(tmp_path, capsys, monkeypatch):
     import attacks.evaluate
 
-    trained: list[str] = []
-    real = attacks.evaluate.load_or_train
-
-    def record(*args, **kw):
-        trained.append("load_or_train")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(attacks.evaluate, "load_or_train", record)
+    trained = record_calls(monkeypatch, ((attacks.evaluate, "load_or_train"),))
     assert build_parser().parse_args(["attack", "--posterior", "map", "--out", "x",
                                       "--hidden", "4,4"]).hidden == [4, 4]
     # a per-layer prior for 64 -> 4 -> 10 has two entries: three are refused, naming the real widths
