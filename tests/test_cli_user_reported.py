@@ -242,6 +242,14 @@ def test_shared_hidden_argument_names_the_flag_for_a_bad_width(capsys):
             parser.parse_args(["--hidden", bad])
         err = capsys.readouterr().err
         assert "argument --hidden" in err and repr(bad) in err and "lambda" not in err
+        assert ("positional arguments" in err) == (bad != "4.5")
+
+
+def test_a_positional_after_hidden_is_named_as_the_likely_mistake(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bandit", "--hidden", "50", "wheel"])
+    err = one_line(capsys.readouterr().err)
+    assert "got 'wheel'" in err and "put positional arguments (such as the bandit or dataset name) before --hidden" in err
 
 
 def test_regress_hidden_with_commas_is_the_same_run_as_with_spaces(tmp_path, capsys, yacht):

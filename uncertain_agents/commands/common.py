@@ -87,8 +87,10 @@ def _widths(text: str) -> list[int]:
             raise ValueError
         return [int(v) for v in parts]
     except ValueError:
+        hint = ("; put positional arguments (such as the bandit or dataset name) before --hidden, "
+                "which takes every word after it" if not any(c.isdigit() for c in text) else "")
         raise argparse.ArgumentTypeError(
-            f"expects a comma-separated list of whole-number widths such as 50,50 (or 50 50), got {text!r}") from None
+            f"expects a comma-separated list of whole-number widths such as 50,50 (or 50 50), got {text!r}{hint}") from None
 
 
 class _HiddenAction(argparse.Action):
