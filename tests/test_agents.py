@@ -151,6 +151,10 @@ def test_thompson_fast_path_checks_contexts_and_keeps_its_cursor():
     assert agent._cursor == cursor                            # a refused context uses no function
     with pytest.raises(ValueError, match="context_dim"):
         agent.act(np.zeros(3, np.float32))
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match="too large for float32"):
+        agent.act(np.array([1e39, 0.0]))                      # finite in float64, not in float32
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        agent.act([float("nan"), 0.0])
     x = np.array([0.5, -1.0])                                 # float64 and lists take the checked path
     assert agent.act(x) == agent.functions.greedy(cursor, x.astype(np.float32))
 

@@ -65,6 +65,9 @@ class Agent:
         if d is not None and x.shape[0] != d:
             raise ValueError(f"context must have {d} values (context_dim), got {x.shape[0]}")
         if not np.isfinite(x).all():
+            if np.isfinite(np.asarray(context, dtype=np.float64)).all():
+                raise ValueError("context has values too large for float32 (|x| > 3.4e38), which the agents "
+                                 "compute in; rescale the context")
             raise ValueError("context contains NaN or infinite values")
         return x
 
