@@ -85,7 +85,8 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
 
 
 def clean_accuracy(posterior, x, y, *, n_samples: int = 20, seed: int = 0) -> float:
-    """Accuracy of the Monte-Carlo predictive on clean inputs (fresh seeded samples)."""
+    """Accuracy of the Monte-Carlo predictive over ``n_samples`` fresh seeded functions on clean
+    inputs ``x[N, in_dim]`` (or ``[N, H, W]``) in ``[0, 1]`` with labels ``y[N]``."""
     check_classifier(posterior)
     x = check_images(x, posterior)
     y = check_labels(y, x.shape[0], posterior.spec.out_dim, posterior.device)

@@ -95,6 +95,9 @@ class Categorical(nn.Module):
 
 def make_likelihood(name: str, out_dim: int, noise_std: float | None = None,
                     init_noise_std: float = 0.5) -> nn.Module:
+    """The likelihood ``name`` (``"gaussian"`` or ``"categorical"``) for ``out_dim`` outputs (classes):
+    :class:`Gaussian` with a fixed ``noise_std`` or a learned noise started at ``init_noise_std``
+    (training units), or :class:`Categorical` (``out_dim >= 2``, no ``noise_std``)."""
     if name == "gaussian":
         return Gaussian(out_dim, noise_std=noise_std, init_noise_std=init_noise_std)
     if name == "categorical":

@@ -45,7 +45,8 @@ class Agent:
         raise NotImplementedError
 
     def update(self, context: ArrayLike, action: int, reward: float) -> None:
-        """Learn from one decision: the ``context`` seen, the ``action`` played and the ``reward`` received."""
+        """Learn from one decision: the ``context`` seen (``[context_dim]``), the ``action`` played (in
+        ``[0, n_actions)``) and the ``reward`` received (a finite number)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ checks

@@ -37,6 +37,7 @@ class History:
 
     @property
     def capacity(self) -> int:
+        """Rows the arrays hold before they next double."""
         return self._a.shape[0]
 
     def append(self, context: np.ndarray, action: int, reward: float) -> None:
@@ -58,14 +59,17 @@ class History:
 
     @property
     def contexts(self) -> np.ndarray:
+        """``[n, d]`` float32 contexts of the stored rows (a view)."""
         return self._x[: self.n]
 
     @property
     def actions(self) -> np.ndarray:
+        """``[n]`` int64 actions played (a view)."""
         return self._a[: self.n]
 
     @property
     def rewards(self) -> np.ndarray:
+        """``[n]`` float64 rewards received (a view)."""
         return self._r[: self.n]
 
     def masked_targets(self, n_actions: int, *, loc: float = 0.0,

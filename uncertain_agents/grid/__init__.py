@@ -182,8 +182,9 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
     results page (title, description, protocol note, command, cells finished, the tables) to
     ``markdown`` when given. Metrics swept over a value (``accuracy@0.1``, ``entropy@0.1``,
     ... of an attack) are shown in long form, one row per method and value
-    (``table_sweep.csv``), and plotted against it beside the page (``NAME.png``) and in ``out``
-    (``sweeps.png``).
+    (``table_sweeps.csv``), and plotted against it beside the page (``NAME.png``) and in ``out``
+    (``sweeps.png``); a second sweep axis (an attack's I-FGSM ``step``) gets
+    ``table_sweeps_<axis>.csv``, ``sweeps_<axis>.png`` and ``NAME_<axis>.png``.
     """
     out = Path(out)
     try:
