@@ -346,6 +346,9 @@ def load_posterior(path: str | os.PathLike, map_location: str | torch.device | N
     path = Path(path)
     if map_location is not None:
         map_location = check_device(map_location, "map_location")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a folder, not a saved posterior; give the path of a file "
+                                f"written by Posterior.save")
     if not path.is_file():
         raise FileNotFoundError(f"no saved posterior at {path}")
     try:

@@ -19,9 +19,10 @@ def atomic_write_bytes(path, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file in the same folder, flushed and
     fsynced, then renamed over ``path`` (a reader sees the old file or the new one, never half).
 
-    Missing folders above ``path`` are made. An ``OSError`` (of the same kind and ``errno``) names
+    Missing folders above ``path`` are made. A link is written through, as ``open`` does: its target
+    is replaced, the link stays. An ``OSError`` (of the same kind and ``errno``) names
     ``path``, not the temporary file: ``cannot write PATH: <reason>``."""
-    path = Path(path)
+    given, path = Path(path), _through_link(path)
     if path.is_dir():
         raise IsADirectoryError(f"cannot write {path}: it is a folder; give a file path inside it")
     try:
@@ -44,7 +45,13 @@ def atomic_write_bytes(path, data: bytes) -> Path:
         if isinstance(err, OSError):
             raise _naming(err, path) from err
         raise
-    return path
+    return given
+
+
+def _through_link(path) -> Path:
+    """``path``, or where it leads when it is a symbolic link (a rename would replace the link itself)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 def _naming(err: OSError, path: Path) -> OSError:
@@ -64,8 +71,8 @@ def check_writable(path) -> Path:
 
     Tried for real (a file or folder made and removed at once), because permission bits say
     nothing on a read-only or special file system (``/proc``) or for root. Nothing is left
-    behind; missing folders are not made."""
-    path = Path(path)
+    behind; missing folders are not made. A link is checked where it leads."""
+    given, path = Path(path), _through_link(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; give a file path inside it")
     folder = path.parent
@@ -85,7 +92,7 @@ def check_writable(path) -> Path:
     except OSError as err:
         what = "a file" if folder == path.parent else "a folder"
         raise OSError(err.errno, f"cannot make {what} in {folder} ({err.strerror or err})") from err
-    return path
+    return given
 
 
 def _default_file_mode() -> int:

@@ -32,7 +32,8 @@ def leaky_mlp(widths: tuple[int, ...], generator: torch.Generator) -> nn.Sequent
     for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
         if i > 0:
             layers.append(nn.LeakyReLU(LEAKY_SLOPE))
-        linear = nn.Linear(fan_in, fan_out)
+        # skip_init: no default draw from torch's global generator (the user's stream is left alone)
+        linear = nn.utils.skip_init(nn.Linear, fan_in, fan_out)
         bound = 1.0 / math.sqrt(fan_in)  # nn.Linear's default range, drawn reproducibly
         with torch.no_grad():
             linear.weight.uniform_(-bound, bound, generator=generator)

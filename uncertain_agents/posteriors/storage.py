@@ -5,7 +5,8 @@ SHA-256 of the rest of the file, then a torch file (``torch.save``) holding
 ``{"format", "method", "config" (JSON text), "state" ({name: tensor})}``. The checksum covers
 every byte after the header, so any corruption is detected; the torch part is read with
 ``weights_only=True``, so nothing in a file can run code. Format 1 (older saves) is the
-torch file alone, and is still read (without the checksum).
+torch file alone, and is still read (without the checksum). A file of another format — one a
+later version writes — is refused with an error naming its format, not as a foreign file.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from ..runs import atomic_write_bytes
 
 FORMAT_1 = "uncertain-agents/1"
 FORMAT_2 = "uncertain-agents/2"
-MAGIC = b"UNCERTAIN-AGENTS-POSTERIOR/2\n"
+MAGIC_PREFIX = b"UNCERTAIN-AGENTS-POSTERIOR/"
+MAGIC = MAGIC_PREFIX + b"2\n"
 ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -41,10 +43,17 @@ def read_payload(data: bytes) -> dict:
     if data.startswith(MAGIC):
         digest, body = data[len(MAGIC):len(MAGIC) + 64], data[len(MAGIC) + 65:]
         if data[len(MAGIC) + 64:len(MAGIC) + 65] != b"\n" or hashlib.sha256(body).hexdigest().encode() != digest:
-            raise PayloadError("the file is corrupted (checksum mismatch)")
+            raise PayloadError("the file is corrupted or truncated (checksum mismatch)")
         expected = FORMAT_2
     elif data.startswith(ZIP_MAGIC):
         body, expected = data, FORMAT_1
+    elif data.startswith(MAGIC_PREFIX):  # another format's header (a later version's), or a cut one
+        version, newline, _ = data[len(MAGIC_PREFIX):len(MAGIC_PREFIX) + 32].partition(b"\n")
+        if not newline:
+            raise PayloadError("the file is truncated (it ends inside its header)")
+        raise _other_format(f"uncertain-agents/{version.decode('ascii', 'replace')}")
+    elif len(data) >= 10 and MAGIC_PREFIX.startswith(data):
+        raise PayloadError("the file is truncated (it ends inside its header)")
     else:
         raise PayloadError("not a posterior saved by uncertain-agents (unknown file header)")
     try:
@@ -52,6 +61,16 @@ def read_payload(data: bytes) -> dict:
     except Exception as err:  # torch raises many types for bad files; none of their advice applies
         raise PayloadError(f"not a posterior saved by uncertain-agents (not a readable torch file: "
                            f"{type(err).__name__})") from None
-    if not isinstance(payload, dict) or payload.get("format") != expected:
+    found = payload.get("format") if isinstance(payload, dict) else None
+    if found != expected:
+        if isinstance(found, str) and found.startswith("uncertain-agents/") and found not in (FORMAT_1, FORMAT_2):
+            raise _other_format(found)
         raise PayloadError(f"not a posterior saved by uncertain-agents (expected format {expected})")
     return payload
+
+
+def _other_format(found: str) -> PayloadError:
+    """The error for a posterior file in a format this version does not read (a later version's)."""
+    return PayloadError(f"saved in file format {found!r}, which this version of uncertain-agents cannot read "
+                        f"(it reads {FORMAT_1!r} and {FORMAT_2!r}); load it with the version that saved it, "
+                        f"or a newer one")
