@@ -1,4 +1,5 @@
 """Experiment grids: validation before work, cell hashes, resume after a kill, executors agree."""
+import dataclasses
 import json
 import os
 import signal
@@ -320,3 +321,29 @@ def test_attack_cells_share_trained_classifiers_through_the_cache(tmp_path, monk
     want.pop("train_seconds")
     assert got == want
     assert got_train_seconds == next(iter(cell_files(tmp_path / "a").values()))["metrics"]["train_seconds"]
+
+
+def test_a_failed_cell_records_its_error_and_traceback_and_is_retried(tmp_path, monkeypatch):
+    from uncertain_agents.grid.jobs import JOBS
+
+    job = JOBS["toy"]
+    real_run = job.run
+
+    def broken_run(cell):
+        if cell["method"]["posterior"] == "mfvi":
+            raise RuntimeError("cell broke on purpose")
+        return real_run(cell)
+
+    monkeypatch.setitem(JOBS, "toy", dataclasses.replace(job, run=broken_run))
+    out = tmp_path / "grid"
+    run = run_grid(toy_spec(cross={"seed": [0]}), out)
+    assert run.finished == 1 and len(run.failed) == 1
+    (error_file,) = (out / "cells").glob("*.error.json")
+    record = json.loads(error_file.read_text())
+    assert record["error"] == "RuntimeError: cell broke on purpose"
+    assert "broken_run" in record["traceback"] and record["traceback"].rstrip().endswith("cell broke on purpose")
+    assert record["config"]["method"]["posterior"] == "mfvi" and "manifest" in record
+    monkeypatch.setitem(JOBS, "toy", job)
+    again = run_grid(toy_spec(cross={"seed": [0]}), out)
+    assert (again.skipped, again.finished, again.failed) == (1, 1, [])
+    assert not list((out / "cells").glob("*.error.json"))

@@ -102,7 +102,7 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     def report(cell: dict, result: dict) -> None:
         record_manifest = {**manifest, "cell_seconds": result["seconds"], "executor": executor}
         if "error" in result:
-            store.write_error(cell, result["error"], record_manifest)
+            store.write_error(cell, result["error"], record_manifest, result.get("traceback"))
             run.failed.append((cell, result["error"]))
         else:
             store.write(cell, result["metrics"], record_manifest)

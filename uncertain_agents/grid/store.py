@@ -60,10 +60,16 @@ class CellStore:
             error.unlink()
         return path
 
-    def write_error(self, config: dict, message: str, manifest: dict) -> Path:
+    def write_error(self, config: dict, message: str, manifest: dict, traceback: str | None = None) -> Path:
+        """``<hash>.error.json``: the cell's config, the error (``Type: message``), the worker's
+        traceback when there is one (where the cell failed, for the user to debug) and the manifest."""
         self.cells_dir.mkdir(parents=True, exist_ok=True)
         path = self.path(config).with_suffix(".error.json")
-        atomic_write_text(path, json.dumps({"config": config, "error": message, "manifest": manifest}, indent=1))
+        record = {"config": config, "error": message}
+        if traceback:
+            record["traceback"] = traceback
+        record["manifest"] = manifest
+        atomic_write_text(path, json.dumps(record, indent=1))
         return path
 
     def records(self, configs: list[dict]) -> list[dict]:
