@@ -148,3 +148,15 @@ def test_list_command_shows_aliases(capsys):
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "mfvi" in out and "bbb" in out and "fpovi" in out
+
+
+def test_options_a_method_fixes_are_not_listed_and_their_error_says_why():
+    import uncertain_agents as ua
+    from uncertain_agents.registry import method_options
+
+    assert "n_members" not in method_options("map") and "n_members" in method_options("ensemble")
+    assert "alpha" not in method_options("avb") and "alpha" in method_options("aadm")
+    with pytest.raises(TypeError, match="use 'ensemble'"):
+        ua.make_posterior("map", in_dim=2, out_dim=1, n_members=3)
+    with pytest.raises(TypeError, match="use 'aadm'"):
+        ua.make_posterior("avb", in_dim=2, out_dim=1, alpha=0.5)

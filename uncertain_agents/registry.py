@@ -281,7 +281,8 @@ def available_posteriors(*, include_aliases: bool = False) -> list[str]:
 
 
 def method_options(name: str) -> list[str]:
-    """Keyword options a posterior accepts beyond the common ones."""
+    """Keyword options a posterior accepts beyond the common ones (an option its class fixes,
+    listed in its ``fixed_options``, such as ``map``'s ``n_members``, is not one of them)."""
     cls = posterior_class(name)
     options: set[str] = set()
     for klass in cls.__mro__:
@@ -289,7 +290,7 @@ def method_options(name: str) -> list[str]:
             sig = inspect.signature(vars(klass)["__init__"])
             options |= {p.name for p in sig.parameters.values()
                         if p.kind == p.KEYWORD_ONLY}
-    return sorted(options - {"device", "seed"})
+    return sorted(options - {"device", "seed"} - set(getattr(cls, "fixed_options", ())))
 
 
 def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int] | int = (50,),
@@ -311,7 +312,8 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int
     key = resolve_name(name)
     cls = POSTERIORS.get(key)
     allowed = method_options(key)
-    unknown = sorted(set(method_kwargs) - set(allowed))
+    # an option the class fixes goes on to its constructor, whose error says why (e.g. "use 'ensemble'")
+    unknown = sorted(set(method_kwargs) - set(allowed) - set(getattr(cls, "fixed_options", ())))
     if unknown:
         raise TypeError(f"{key} got unknown option(s) {unknown}; it accepts {allowed}")
     if isinstance(hidden, int):

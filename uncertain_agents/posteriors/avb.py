@@ -16,6 +16,7 @@ class AVB(AADM):
     """AADM at α = 0 (all of ``aadm``'s options except ``alpha``)."""
 
     name = "avb"
+    fixed_options = ("alpha",)
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", **kwargs):
         if "alpha" in kwargs:

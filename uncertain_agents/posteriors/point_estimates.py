@@ -179,6 +179,7 @@ class MAP(PointEstimates):
 
     name = "map"
     default_members = 1
+    fixed_options = ("n_members",)
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", **kwargs):
         if "n_members" in kwargs:
