@@ -46,6 +46,8 @@ def test_reads_tiny_idx_files(tmp_path):
     np.testing.assert_allclose(data.x_train * 255.0, arrays["train_images"].reshape(6, 25), atol=1e-4)
     np.testing.assert_array_equal(data.y_test, arrays["test_labels"])
     assert 0.0 <= data.x_train.min() and data.x_train.max() <= 1.0
+    by_name = load_mnist(data_dir=tmp_path, download=False)      # the keyword load_mushroom takes too
+    np.testing.assert_array_equal(by_name.x_test, data.x_test)
 
 
 def test_environment_variable_selects_folder(tmp_path, monkeypatch):

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import data_dir, fetch_file, read_checksums
+import os
+
+from . import data_dir as resolve_data_dir, fetch_file, read_checksums
 from .images import ImageDataset
 
 BASE_URL = "http://yann.lecun.com/exdb/mnist/"
@@ -64,18 +66,20 @@ def read_idx(path: str | Path, expected_magic: int) -> np.ndarray:
     return payload.reshape(dims)
 
 
-def _fetch(name: str, data_dir_arg, download: bool, base_url: str) -> Path:
-    folder = data_dir(data_dir_arg) / "mnist"
+def _fetch(name: str, data_dir, download: bool, base_url: str) -> Path:
+    folder = resolve_data_dir(data_dir) / "mnist"
     sha = read_checksums(folder).get(name, SHA256[name])
-    return fetch_file(f"mnist/{name}", data_dir_arg=data_dir_arg, sha256=sha,
+    return fetch_file(f"mnist/{name}", data_dir_arg=data_dir, sha256=sha,
                       url=base_url + name, download_if_missing=download)
 
 
-def load_mnist(data_dir_arg=None, *, download: bool = True, base_url: str = BASE_URL) -> ImageDataset:
+def load_mnist(data_dir: str | os.PathLike | None = None, *, download: bool = True,
+               base_url: str = BASE_URL) -> ImageDataset:
     """MNIST as flattened ``[N, 784]`` float32 pixels in ``[0, 1]`` and int64 labels.
 
     Args:
-        data_dir_arg: data folder (else ``$UNCERTAIN_AGENTS_DATA``, else the user cache).
+        data_dir: data folder (else ``$UNCERTAIN_AGENTS_DATA``, else the user cache); the same
+            name as :func:`~uncertain_agents.datasets.mushroom.load_mushroom`'s.
         download: fetch missing files from ``base_url`` (atomic write, checksum checked).
         base_url: where the original files are served.
 
@@ -89,7 +93,7 @@ def load_mnist(data_dir_arg=None, *, download: bool = True, base_url: str = BASE
     arrays = {}
     for key, name in FILES.items():
         magic = IMAGE_MAGIC if key.endswith("images") else LABEL_MAGIC
-        arrays[key] = read_idx(_fetch(name, data_dir_arg, download, base_url), magic)
+        arrays[key] = read_idx(_fetch(name, data_dir, download, base_url), magic)
     splits = []
     for part in ("train", "test"):
         images, labels = arrays[f"{part}_images"], arrays[f"{part}_labels"]
