@@ -22,27 +22,29 @@ def register(sub) -> None:
         description="Train (or --load) each posterior on an image data set, attack it with FGSM and/or "
                     "targeted I-FGSM through foolbox, re-score every adversarial batch with fresh "
                     "posterior samples, and write CSV tables, PNG plots and summary.json.")
-    p.add_argument("--dataset", choices=("mnist", "digits"), default="digits")
+    p.add_argument("--dataset", choices=("mnist", "digits"), default="digits",
+                   help="digits (scikit-learn 8×8, bundled) or mnist (default: digits)")
     p.add_argument("--posterior", nargs="+", required=True, metavar="NAME[:key=value,...]",
                    help="posteriors, e.g. map mfvi dropout-alpha:alpha=0.5 (options after a colon)")
-    p.add_argument("--attack", nargs="+", choices=("fgsm", "ifgsm"), default=["fgsm"])
+    p.add_argument("--attack", nargs="+", choices=("fgsm", "ifgsm"), default=["fgsm"],
+                   help="untargeted FGSM and/or targeted iterative FGSM (default: fgsm)")
     p.add_argument("--out", required=True, help="run folder for CSV, PNG, summary.json and models/")
     p.add_argument("--load", default=None, metavar="DIR",
                    help="load <label>.pt files from DIR (e.g. a previous run's models/) instead of training")
     p.add_argument("--data-dir", default=None, help="data folder (default: $UNCERTAIN_AGENTS_DATA)")
     add_hidden_argument(p, default=[400, 400], help="hidden widths, e.g. 400 400 or 400,400 (default: 400 400)")
-    p.add_argument("--activation", default="relu")
+    p.add_argument("--activation", default="relu", help="hidden non-linearity (default: relu)")
     p.add_argument("--epochs", type=float, default=5.0, help="training epochs (default: 5)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=None)
+    p.add_argument("--batch-size", type=int, default=128, help="training minibatch (default: 128)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the method's)")
     p.add_argument("--n-attack", type=int, default=1000,
                    help="test images attacked (seeded random subset; default 1000)")
-    p.add_argument("--n-samples", type=int, default=20, help="functions averaged by the attacked predictive")
+    p.add_argument("--n-samples", type=int, default=20, help="functions averaged by the attacked predictive (default: 20)")
     p.add_argument("--eval-samples", type=int, default=None, help="fresh functions for re-scoring (default: n-samples)")
     p.add_argument("--epsilons", type=float, nargs="+", default=None, help="FGSM ε grid (default 0, 0.02, ..., 0.5)")
-    p.add_argument("--step", type=float, default=0.01, help="I-FGSM step size")
-    p.add_argument("--steps", type=int, default=40, help="I-FGSM steps")
-    p.add_argument("--target", type=int, default=0, help="I-FGSM target class")
+    p.add_argument("--step", type=float, default=0.01, help="I-FGSM step size (default: 0.01)")
+    p.add_argument("--steps", type=int, default=40, help="I-FGSM steps (default: 40)")
+    p.add_argument("--target", type=int, default=0, help="I-FGSM target class (default: 0)")
     p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
