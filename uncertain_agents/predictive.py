@@ -7,7 +7,7 @@ import torch
 from torch import Tensor
 import torch.nn.functional as F
 
-from .validation import check_finite
+from .validation import as_tensor, check_finite
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -126,7 +126,7 @@ class Predictive:
         """``y`` as ``[B]`` long class labels, checked: one per input, finite whole numbers in ``[0, C)``."""
         self._require("categorical", "labels")
         B, C = self.samples.shape[1], self.samples.shape[2]
-        y = torch.as_tensor(y, device=self.samples.device)
+        y = as_tensor(y, "y", device=self.samples.device, dtype=None)
         if y.numel() != B or (y.dim() > 1 and y.shape != (B, 1)):
             raise ValueError(f"y must hold one class label per input ([{B}]), got shape {tuple(y.shape)}")
         y = y.reshape(B)
@@ -142,7 +142,7 @@ class Predictive:
         """Regression ``y`` as ``[B, out]`` in the samples' dtype (``[B]`` accepted for one output), checked
         (the shape; finite values: a NaN or infinite target is a ``ValueError`` naming ``y``)."""
         self._require("gaussian", "targets")
-        y = torch.as_tensor(y, device=self.samples.device).to(self.samples.dtype)
+        y = as_tensor(y, "y", device=self.samples.device, dtype=self.samples.dtype)
         if y.dim() == 1:
             y = y.unsqueeze(-1)
         if y.shape != self.samples.shape[1:]:

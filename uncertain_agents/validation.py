@@ -15,22 +15,52 @@ ArrayLike = Union[Tensor, np.ndarray, Sequence]
 
 _REAL_DTYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
+#: Unsigned integer types wider than 8 bits: torch holds them (from numpy) but lacks most operations
+#: on them (``min``, comparisons), so :func:`as_tensor` widens them first.
+_WIDE_UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n))
+
+
+def _numpy_to_tensor(value) -> Tensor:
+    """``torch.as_tensor`` of a numpy array / nested list / number, for every array numpy makes:
+    negative strides (``a[::-1]``, ``np.flip``) are copied, and unsigned integers wider than 8 bits
+    become int64 (float64 for uint64 values beyond int64)."""
+    arr = np.asarray(value)
+    if arr.dtype.kind == "u" and arr.itemsize > 1:
+        fits = arr.itemsize < 8 or arr.size == 0 or int(arr.max()) <= np.iinfo(np.int64).max
+        arr = arr.astype(np.int64 if fits else np.float64)
+    elif any(stride < 0 for stride in arr.strides):
+        arr = arr.copy()
+    return torch.as_tensor(arr)
+
 
 def as_tensor(value, name: str, *, device, dtype: torch.dtype | None = torch.float32) -> Tensor:
-    """Convert a tensor / numpy array / nested list to a tensor on ``device``."""
+    """Convert a tensor / numpy array / nested list to a tensor on ``device``.
+
+    Raises ``ValueError`` naming ``name`` when finite floating values overflow ``dtype`` (float64
+    values beyond float32's range would otherwise become ±inf and be reported as such)."""
     if isinstance(value, Tensor):
         t = value
+        if t.dtype in _WIDE_UNSIGNED:
+            t = t.to(torch.float64 if t.dtype == torch.uint64 else torch.int64)
     elif isinstance(value, (np.ndarray, list, tuple, numbers.Number)):
         try:
-            t = torch.as_tensor(np.asarray(value))
+            t = _numpy_to_tensor(value)
         except (TypeError, ValueError, RuntimeError) as err:
             raise TypeError(f"{name} must be numeric, could not convert it: {err}") from None
     else:
         raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(value).__name__}")
     if not (t.is_floating_point() or t.dtype in _REAL_DTYPES):
         raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
-    if dtype is not None:
-        t = t.to(dtype)
+    if dtype is not None and t.dtype != dtype:
+        source, t = t, t.to(dtype)
+        if (source.is_floating_point() and dtype.is_floating_point
+                and torch.finfo(source.dtype).max > torch.finfo(dtype).max
+                and not bool(torch.isfinite(t.sum()))):  # rare: a NaN/inf entry, or an overflow
+            overflow = torch.isfinite(source) & ~torch.isfinite(t)
+            if bool(overflow.any()):
+                raise ValueError(f"{name} holds {int(overflow.sum())} value(s) beyond the range of {dtype} "
+                                 f"(up to {float(source[overflow].abs().max()):.3g}; the largest is "
+                                 f"{torch.finfo(dtype).max:.3g}); rescale {name} (e.g. divide it by a constant)")
     return t.to(device)
 
 

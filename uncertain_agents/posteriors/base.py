@@ -84,6 +84,17 @@ def construction_config(post: "Posterior", args: tuple, kwargs: dict) -> dict:
             **{key: value for key, value in kwargs.items() if key not in _NOT_OPTIONS}}
 
 
+def _refuse_overflowing_inputs(f: Tensor, x: Tensor) -> None:
+    """Raise ``ValueError`` naming ``x`` when sampled functions ``f[n, B, out]`` are NaN or infinite at
+    finite inputs ``x[B, in_dim]``: inputs near float32's range (3e38) overflow inside the network,
+    and the predictive would otherwise be NaN without a word."""
+    bad = ~torch.isfinite(f).all(-1).all(0)
+    if bool(bad.any()):
+        raise ValueError(f"x: the sampled functions overflow float32 (NaN or infinite) at {int(bad.sum())} of "
+                         f"{x.shape[0]} input row(s), whose values reach {float(x[bad].abs().max()):.3g}: these "
+                         f"inputs (or the posterior's weights) are too large to evaluate in float32; rescale x")
+
+
 class _PlacedOnItsDevice(type):
     """Metaclass of :class:`Posterior`: a construction — every ``__init__`` of the class, its bases
     and any mixin — gets its keyword options as plain Python values (NumPy and 0-d torch scalars
@@ -409,14 +420,26 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
                 max_elements: int = 2**24) -> Predictive:
         """Monte-Carlo predictive at ``x[B, in_dim]`` over ``n_samples`` functions.
 
-        Inputs are processed in chunks so that no hidden activation tensor exceeds
-        ``max_elements`` entries.
+        Inputs (and, when ``n_samples`` functions are too many for one input, the functions too)
+        are processed in chunks so that no hidden activation tensor exceeds ``max_elements`` entries.
         """
-        fs = self.sample(check_positive_int(n_samples, "n_samples"), generator=generator)
+        n_samples = check_positive_int(n_samples, "n_samples")
+        max_elements = check_positive_int(max_elements, "max_elements")
+        fs = self.sample(n_samples, generator=generator)
         x = check_inputs(x, self.spec.in_dim, device=self.device)
         width = max(self.spec.widths)
-        chunk = max(1, max_elements // (n_samples * width))
-        f = torch.cat([fs(x[i:i + chunk]) for i in range(0, x.shape[0], chunk)], dim=1)
+        per_chunk = max(1, min(n_samples, max_elements // width))  # functions evaluated at once
+        rows = max(1, max_elements // (per_chunk * width))
+
+        def rows_of(part: FunctionSample) -> Tensor:
+            return torch.cat([part(x[i:i + rows]) for i in range(0, x.shape[0], rows)], dim=1)
+
+        if per_chunk >= n_samples:
+            f = rows_of(fs)
+        else:
+            f = torch.cat([rows_of(fs[s:s + per_chunk]) for s in range(0, n_samples, per_chunk)], dim=0)
+        if not bool(torch.isfinite(f.sum())):  # rare: one reduction answers for the usual, finite case
+            _refuse_overflowing_inputs(f, x)
         noise_var = None if fs.noise_std is None else fs.noise_std.square().unsqueeze(1)
         return Predictive(f, self.kind, noise_var)
 

@@ -24,12 +24,14 @@ def check_training_data(x, y, mask, *, spec: MLPSpec, kind: str,
             check_finite(y, "y")
             if not bool((y == y.round()).all()):
                 raise ValueError("y must hold integer class labels for likelihood='categorical'")
-        y = y.reshape(-1).long() if y.dim() == 2 and y.shape[1] == 1 else y.long()
+        y = y.reshape(-1) if y.dim() == 2 and y.shape[1] == 1 else y
         if y.dim() != 1:
             raise ValueError(f"y must be a vector of class labels [N], got shape {tuple(y.shape)}")
-        if y.numel() and (int(y.min()) < 0 or int(y.max()) >= spec.out_dim):
-            raise ValueError(f"y labels must lie in [0, {spec.out_dim - 1}], "
-                             f"got range [{int(y.min())}, {int(y.max())}]")
+        # the range is checked before the cast: a float label beyond int64 (1e20) would wrap around
+        if y.numel() and (float(y.min()) < 0 or float(y.max()) >= spec.out_dim):
+            lo, hi = (f"{float(v):.10g}" if y.is_floating_point() else str(int(v)) for v in (y.min(), y.max()))
+            raise ValueError(f"y labels must lie in [0, {spec.out_dim - 1}], got range [{lo}, {hi}]")
+        y = y.long()
     else:
         y = as_tensor(y, "y", device=device)
         if y.dim() == 1 and spec.out_dim == 1:

@@ -409,6 +409,7 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
     snapshot_steps, candidate_steps = 0, 0
     restored_steps: int | None = None
     first_loss: float | None = None
+    checked = 0  # steps whose losses the divergence checks have looked at
     output_bound = _output_bound(post, xs, ys)
     graphs = _graphs_wanted(post, cuda_graph)
 
@@ -454,7 +455,12 @@ def run_training(post: "Posterior", xs: Tensor, ys: Tensor, mask: Tensor | None,
                 if step % 25 == 0 or step == total - 1:
                     value = float(traces[MAIN_LOSS][step])
                     first_loss = value if first_loss is None else first_loss
+                    if step > checked:  # the steps since the last check too: a blow-up between two
+                        # checks that falls back before the next one is still a divergence
+                        worst = _worst_loss(traces[MAIN_LOSS], checked, step - 1)
+                        _check_loss(post, first=first_loss, lr=lr, **worst)
                     _check_loss(post, value, first_loss, step, lr)
+                    checked = step + 1
                     _check_outputs(post, xs, ys, output_bound, step, lr)
                     if candidate is not None:
                         snapshot, candidate = candidate, snapshot
@@ -511,6 +517,16 @@ def _graphs_wanted(post: "Posterior", cuda_graph: bool | None) -> bool:
     if reason is not None and cuda_graph:
         warnings.warn(f"fit(cuda_graph=True): {reason}; training eagerly", RuntimeWarning, stacklevel=4)
     return reason is None
+
+
+def _worst_loss(trace: Tensor, start: int, stop: int) -> dict:
+    """``{"value": loss, "step": step}`` of the worst main loss of steps ``start..stop`` of
+    ``trace`` (the first non-finite one, else the largest in magnitude; one transfer from the device)."""
+    window = trace[start:stop + 1]
+    score = torch.where(torch.isfinite(window), window.abs(), torch.full_like(window, math.inf))
+    i = score.argmax()  # the first maximum: the first NaN/inf when there is one
+    at, value = torch.stack([i.to(window.dtype), window[i]]).tolist()
+    return {"value": value, "step": start + int(at)}
 
 
 def _check_loss(post: "Posterior", value: float, first: float, step: int, lr: float) -> None:

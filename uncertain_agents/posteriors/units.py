@@ -7,6 +7,8 @@ units either way.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -76,17 +78,22 @@ class TrainingUnits:
         if not self.standardize:
             self.units_fixed.fill_(True)
             return False
-        x_loc, x_scale = x.mean(0), safe_scale(x.std(0, unbiased=False))
-        _check_statistics("x", x_loc, x_scale)
+        x_loc, x_std = x.mean(0), x.std(0, unbiased=False)
+        _check_statistics("x", x_loc, x_std)
+        x_scale = data_scale("x", x_std, x.amax(0) == x.amin(0))
         if self.kind == "categorical":
             self._set_units_from_data(x_loc, x_scale)
             return True
         w = torch.ones_like(y) if mask is None else mask.to(y.dtype)
         count = w.sum(0).clamp_min(1.0)
         loc = (w * y).sum(0) / count
-        var = (w * (y - loc).square()).sum(0) / count
-        scale = torch.where(count > 1, safe_scale(var.sqrt()), torch.ones_like(var))
-        _check_statistics("y", loc, scale)
+        std = ((w * (y - loc).square()).sum(0) / count).sqrt()
+        _check_statistics("y", loc, std)
+        if mask is None:
+            constant = y.amax(0) == y.amin(0)
+        else:  # over the observed entries only
+            constant = (torch.where(mask, y, -math.inf).amax(0) == torch.where(mask, y, math.inf).amin(0))
+        scale = data_scale("y", std, constant | (count <= 1))
         self._set_units_from_data(x_loc, x_scale, loc, scale)
         return True
 
@@ -124,6 +131,24 @@ def _identity(loc: Tensor, scale: Tensor) -> bool:
     return bool((loc == 0).all()) and bool((scale == 1).all())
 
 
-def safe_scale(std: Tensor) -> Tensor:
-    """A standard deviation usable as a divisor (constant columns keep scale 1)."""
-    return torch.where(std > 1e-12, std, torch.ones_like(std))
+#: The smallest spread a varying column is standardised by: its square stays a normal float32 number
+#: (above 1.2e-38) with room to spare for the noise variances of y in original units.
+MIN_SCALE = 1e-18
+
+
+def data_scale(name: str, std: Tensor, constant: Tensor) -> Tensor:
+    """The standardisation scale of every column: its standard deviation ``std``, or 1 where
+    ``constant`` (every value of the column equal, decided exactly from its minimum and maximum —
+    not from ``std``, which float32 round-off leaves at ~1e-7 × the value for a constant column such
+    as 7.77, and which would then scale the column, and the prior over functions, by that residue).
+
+    Raises ``ValueError`` naming ``name`` for a varying column whose spread is below
+    :data:`MIN_SCALE` (too small to standardise in float32; such columns used to be treated as
+    constant, so a target varying by 1e-13 got a predictive spread of ~0.5)."""
+    tiny = ~constant & ~(std >= MIN_SCALE)
+    if bool(tiny.any()):
+        cols = tiny.nonzero().flatten().tolist()
+        raise ValueError(f"{name} column(s) {cols} are not constant, but their standard deviation in float32 is only "
+                         f"{float(std[tiny].max()):.3g}: too small to standardise; rescale {name} (e.g. multiply it by "
+                         f"a constant) or fix the units with set_units(...)")
+    return torch.where(constant, torch.ones_like(std), std)
