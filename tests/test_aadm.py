@@ -175,11 +175,16 @@ def test_bad_options_name_the_argument():
 
 
 def test_single_sample_single_point_still_trains():
-    x, y = torch.randn(1, 2), torch.randn(1, 1)
+    x, y = torch.randn(1, 2, generator=g(6)), torch.randn(1, 1, generator=g(7))
     for mode in ("shared", "per_point"):
         post = make("aadm", train_samples=1, sample_mode=mode)
+        before = {name: p.detach().clone() for name, p in post.named_parameters()}
         result = post.fit(x, y, steps=3, batch_size=1)
-        assert np.isfinite(result.traces["kl"]).all()
+        for key in ("loss", "discriminator", "kl", "beta"):
+            assert result.traces[key].shape == (3,) and np.isfinite(result.traces[key]).all(), (mode, key)
+        moved = {name for name, p in post.named_parameters() if not torch.equal(p.detach(), before[name])}
+        assert any(n.startswith("q.") for n in moved) and any(n.startswith("discriminator.") for n in moved)
+        assert int(post.steps_trained) == 3
 
 
 def test_noise_floor_holds_a_learned_noise_in_original_units_and_lets_it_rise_again():

@@ -46,6 +46,23 @@ def test_mushroom_run_on_a_tiny_file(tmp_path):
     assert rc == 0
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["label"]) == ["uniform", "greedy[bb-alpha]", "neural-linear"]
+    # the rounds follow the mushroom bandit's definition: not eating pays 0, eating pays 5 or -35;
+    # every agent meets the same mushrooms (same optimum), and regret is optimum minus reward
+    steps = pd.read_csv(out / "steps.csv")
+    assert len(steps) == 3 * 60
+    assert (steps.loc[steps["action"] == 0, "reward"] == 0).all()
+    assert set(steps.loc[steps["action"] == 1, "reward"]) <= {5.0, -35.0}
+    assert set(steps["optimal_expected_reward"]) <= {0.0, 5.0}
+    assert ((steps["regret"] - (steps["optimal_expected_reward"] - steps["reward"])).abs() < 1e-9).all()
+    for label, rows in steps.groupby("label"):
+        assert rows["optimal_expected_reward"].tolist() == steps.loc[steps["label"] == "uniform",
+                                                                     "optimal_expected_reward"].tolist(), label
+        assert rows["cumulative_regret"].iloc[-1] == pytest.approx(rows["regret"].sum())
+    by_label = summary.set_index("label")
+    assert by_label.loc["uniform", "normalised_regret"] == pytest.approx(100)
+    final = steps[steps["step"] == 60].set_index("label")["cumulative_regret"]
+    assert by_label.loc["neural-linear", "normalised_regret"] == pytest.approx(
+        100 * final["neural-linear"] / final["uniform"])
 
 
 @pytest.mark.parametrize("args, message", [

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +78,24 @@ def test_rerun_skips_finished_cells_and_table_aggregates(tmp_path):
     assert (out / "table.md").read_text().count("\n") == 4
 
 
+#: ``grid run`` in a child process that SIGKILLs itself right after its second cell file is written:
+#: a kill at a fixed point (the test used to poll for two cells and kill from here, a race with the run).
+KILL_AFTER_TWO_CELLS = """
+import os, signal, sys
+from uncertain_agents.cli import main
+from uncertain_agents.grid.store import CellStore
+write, written = CellStore.write, []
+def write_then_die(self, *args, **kwargs):
+    path = write(self, *args, **kwargs)
+    written.append(path)
+    if len(written) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return path
+CellStore.write = write_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_killed_grid_resumes_to_the_same_table(tmp_path):
     """SIGKILL a CLI grid after some cells, leave a half-written file, resume: the same table
     as an uninterrupted run, no cell missing or duplicated."""
@@ -88,18 +105,16 @@ def test_killed_grid_resumes_to_the_same_table(tmp_path):
         'n_train = 128\nn_test = 64\n[cross]\nseed = [0, 1, 2, 3]\n'
         '[[methods]]\nposterior = "map"\n[[methods]]\nposterior = "mfvi"\n')
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "uncertain_agents.cli", "grid", "run", str(spec_path), "--threads", "1", "--out"]
+    args = ["grid", "run", str(spec_path), "--threads", "1", "--out"]
+    cmd = [sys.executable, "-m", "uncertain_agents.cli", *args]
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(cmd + [str(killed)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
-    while time.time() < deadline and len(list((killed / "cells").glob("*.json"))) < 2:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc = subprocess.run([sys.executable, "-c", KILL_AFTER_TWO_CELLS, *args, str(killed)], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
     spec = load_spec(spec_path)
     store = CellStore(killed)
     finished = [c for c in spec.cells() if store.done(c)]
-    assert 2 <= len(finished) < 8
+    assert len(finished) == 2 and len(list((killed / "cells").glob("*.json"))) == 2
     missing = next(c for c in spec.cells() if not store.done(c))
     store.path(missing).write_text('{"config": {"kind": "toy", "method"')  # a half-written file
     resumed = subprocess.run(cmd + [str(killed)], env=env, capture_output=True, text=True, timeout=300)

@@ -79,7 +79,7 @@ def test_bb_alpha_energy_is_stable_for_tiny_variances():
     post = ua.make_posterior("bb-alpha", in_dim=3, out_dim=1, hidden=(8,), seed=0, init_std=1e-4)
     with torch.no_grad():
         post.mean.mul_(1e3)
-    x = torch.randn(32, 3)
+    x = torch.randn(32, 3, generator=torch.Generator().manual_seed(0))
     post.fit(x, x[:, :1], steps=3, batch_size=32)  # must not raise TrainingDivergedError
     _, log_ratio = post.draw(4, torch.Generator().manual_seed(0))
     assert bool(torch.isfinite(log_ratio).all())
@@ -87,13 +87,21 @@ def test_bb_alpha_energy_is_stable_for_tiny_variances():
 
 @pytest.mark.parametrize("name", ["mfvi", "bb-alpha"])
 def test_predictions_are_in_original_units(name, regression_data):
+    """Targets 1000 + 50·y train the same standardised network as y, so the predictive is mapped
+    back exactly: mean 1000 + 50·mean, sd 50·sd, noise variance 50²·noise variance (a sd scaled by
+    50 instead of the variance by 50², or a forgotten shift, would show here)."""
     x, y = regression_data
     y_big = 1000.0 + 50.0 * y
-    post = ua.make_posterior(name, in_dim=3, out_dim=1, hidden=(16,), seed=0)
-    post.fit(x, y_big, steps=300, batch_size=32, lr=1e-2)
-    pred = post.predict(x, n_samples=50)
-    assert abs(float(pred.mean.mean()) - float(y_big.mean())) < 10.0
-    assert float(pred.stddev.mean()) > 1.0  # noise reported in original units, not standardised
+    preds = []
+    for target in (y, y_big):
+        post = ua.make_posterior(name, in_dim=3, out_dim=1, hidden=(16,), seed=0)
+        post.fit(x, target, steps=300, batch_size=32, lr=1e-2)
+        preds.append(post.predict(x, n_samples=50, generator=torch.Generator().manual_seed(2)))
+    small, big = preds
+    torch.testing.assert_close(big.mean, 1000.0 + 50.0 * small.mean, rtol=0, atol=1e-2)
+    torch.testing.assert_close(big.stddev, 50.0 * small.stddev, rtol=1e-4, atol=0)
+    torch.testing.assert_close(big.aleatoric_variance, 2500.0 * small.aleatoric_variance, rtol=1e-4, atol=0)
+    assert float(big.stddev.mean()) > 5.0  # noise reported in original units, not standardised
 
 
 def test_fixed_noise_is_in_original_units(regression_data):

@@ -226,11 +226,16 @@ def test_a_retry_after_divergence_at_the_start_is_a_first_fit(monkeypatch):
 
 
 def test_an_absurd_learning_rate_leaves_no_steps_behind():
+    """lr = 1e8 blows the outputs up at the first check (step 0): the posterior is put back to its
+    state before the fit, every learned tensor equal to a fresh posterior's, and no step is counted."""
     x, y = _data()
     post = ua.make_posterior("mfvi", in_dim=3, out_dim=1, hidden=(16,), seed=0)
-    with pytest.raises(TrainingDivergedError):
+    with pytest.raises(TrainingDivergedError, match="at step 0"):
         post.fit(x, y, steps=200, lr=1e8)
-    assert int(post.steps_trained) < 200
+    assert int(post.steps_trained) == 0
+    fresh = dict(ua.make_posterior("mfvi", in_dim=3, out_dim=1, hidden=(16,), seed=0).named_parameters())
+    for name, p in post.named_parameters():
+        assert torch.equal(p.detach(), fresh[name].detach()), name
     assert math.isfinite(float(post.predict(x[:3], n_samples=4).mean.abs().max()))
 
 

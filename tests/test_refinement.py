@@ -82,9 +82,26 @@ def test_first_step_is_the_papers_appendix_a():
 
 
 def test_closed_forms_broadcast_over_members():
-    mean, var = torch.randn(10, 7), torch.rand(10, 7) + 0.1
-    m, v = auxiliary_marginal(mean, var, torch.zeros(10, 7), torch.full((7,), 2.0), torch.full((7,), 1.4))
-    assert m.shape == v.shape == (10, 7)
+    """Members [M, D] against per-weight prior variances [D]: every entry is the scalar closed form
+    of its own member and weight (appendix A at step 1), no mixing across rows or columns."""
+    g = torch.Generator().manual_seed(0)
+    mean = torch.randn(10, 7, generator=g, dtype=torch.float64)
+    var = torch.rand(10, 7, generator=g, dtype=torch.float64) + 0.1
+    sw2 = torch.rand(7, generator=g, dtype=torch.float64) + 1.5       # a different prior per weight
+    sa1 = 0.7 * sw2
+    a1 = torch.randn(10, 7, generator=g, dtype=torch.float64)
+    zero = torch.zeros(10, 7, dtype=torch.float64)
+    m, v = auxiliary_marginal(mean, var, zero, sw2, sa1)
+    cm, cv = conditional_posterior(mean, var, a1, zero, sw2, sa1)
+    assert m.shape == v.shape == cm.shape == cv.shape == (10, 7)
+    sa2 = sw2 - sa1
+    assert torch.allclose(m, mean * sa1 / sw2) and torch.allclose(v, var * sa1**2 / sw2**2 + sa1 * sa2 / sw2)
+    den = var * sa1 + sw2 * sa2
+    assert torch.allclose(cm, (a1 * var * sw2 + mean * sa2 * sw2) / den)
+    assert torch.allclose(cv, var * sw2 * sa2 / den)
+    for i, j in ((0, 0), (3, 6), (9, 2)):
+        one_m, one_v = auxiliary_marginal(mean[i, j], var[i, j], zero[i, j], sw2[j], sa1[j])
+        assert one_m == m[i, j] and one_v == v[i, j]
 
 
 def test_schedule():

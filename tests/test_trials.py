@@ -271,13 +271,32 @@ def test_run_experiment_batched_runs_thompson_trials_as_one_model_and_the_rest_a
     assert set(boot["trial"]) == {0, 1} and boot["action"].between(0, 4).all()
 
 
-def test_particle_rules_other_than_svgd_run_trial_by_trial():
+@pytest.mark.parametrize("rule", ["gfsf", "wsgld"])
+def test_particle_rules_other_than_svgd_run_trial_by_trial(rule):
+    """Rules other than svgd are applied trial by trial: one trial's direction is the method's own,
+    and trial 0 trains to the same bits whatever trial 1's data (its particles never enter trial 0's
+    kernel)."""
+    options = dict(in_dim=2, out_dim=3, hidden=HIDDEN, seed=0, noise_std=0.1, n_particles=4, rule=rule)
+    plain = make_posterior("fsvgd", **options)
+    one = make_trial_posterior("fsvgd", trials=1, **options)
+    for post in (plain, one):
+        post.set_units()
+    batch, stacked = _batches()
+    direction, _ = plain._direction(batch, torch.Generator().manual_seed(9))
+    trial_direction, _ = one._direction(stacked, torch.Generator().manual_seed(9))
+    assert torch.allclose(direction, trial_direction, rtol=1e-4, atol=1e-4 * float(direction.abs().max()))
     x, y, mask = _bandit_data(2)
-    post = make_trial_posterior("fsvgd", trials=2, in_dim=2, out_dim=3, hidden=HIDDEN, seed=0, noise_std=0.1,
-                                n_particles=4, rule="gfsf")
-    post.set_units()
-    result = post.fit(x, y, mask, steps=20, batch_size=32)
-    assert np.isfinite(result.losses).all() and len(post.sample_trials(3)) == 2
+    particles = []
+    for shift in (0.0, 5.0):
+        post = make_trial_posterior("fsvgd", trials=2, **options)
+        post.set_units()
+        ys = y.clone()
+        ys[1] += shift * mask[1]
+        result = post.fit(x, ys, mask, steps=20, batch_size=32)
+        assert np.isfinite(result.losses).all() and len(post.sample_trials(3)) == 2
+        particles.append(post.particles.detach().clone())
+    assert torch.equal(particles[0][:4], particles[1][:4])      # trial 0: its own data only
+    assert not torch.equal(particles[0][4:], particles[1][4:])  # trial 1 saw the change
 
 
 @pytest.mark.parametrize("name", ["mfvi", "bb-alpha", "dropout-alpha"])
