@@ -186,3 +186,17 @@ def test_predict_refuses_inputs_that_overflow_inside_the_network(name, likelihoo
     with pytest.raises(ValueError, match=r"x: the sampled functions overflow float32 .* at 1 of 2 input row\(s\)"):
         post.predict(torch.tensor([[0.5, 1.0], [3e38, -3e38]]), n_samples=4)
     assert bool(torch.isfinite(post.predict(torch.tensor([[1e36, -1e36]]), n_samples=4).mean).all())
+
+
+@pytest.mark.parametrize("cast", [lambda p: p.double(), lambda p: p.half(), lambda p: p.bfloat16(),
+                                  lambda p: p.to(torch.float64), lambda p: p.to("cpu", torch.float16),
+                                  lambda p: p.to(dtype=torch.float64)])
+def test_a_posterior_refuses_a_cast_away_from_float32(cast):
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(4,), seed=0)
+    before = {k: v.clone() for k, v in post.state_dict().items()}
+    with pytest.raises(TypeError, match="posteriors compute in float32"):
+        cast(post)
+    assert all(torch.equal(before[k], v) and v.dtype == before[k].dtype for k, v in post.state_dict().items())
+    assert post.to("cpu") is post and post.to(torch.float32) is post       # no cast: as before
+    x = torch.randn(8, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    post.fit(x, x[:, :1] * 2, steps=2, batch_size=4)                       # float64 data are converted

@@ -95,6 +95,16 @@ def _refuse_overflowing_inputs(f: Tensor, x: Tensor) -> None:
                          f"inputs (or the posterior's weights) are too large to evaluate in float32; rescale x")
 
 
+def _refuse_dtype(dtype: torch.dtype | None, method: str) -> None:
+    """``TypeError`` for a cast of a posterior to another dtype than float32 (``None``: no cast).
+    Every method trains and samples in float32 (its data are converted to it; its optimisers and
+    CUDA graphs are built for it), so a cast would fail later, deep in ``fit``, with torch's
+    "expected scalar type" message."""
+    if dtype is not None and dtype != torch.float32:
+        raise TypeError(f"Posterior.{method}: posteriors compute in float32 and cannot be cast to {dtype}; "
+                        f"inputs of any real dtype are accepted and converted")
+
+
 class _PlacedOnItsDevice(type):
     """Metaclass of :class:`Posterior`: a construction — every ``__init__`` of the class, its bases
     and any mixin — gets its keyword options as plain Python values (NumPy and 0-d torch scalars
@@ -249,12 +259,25 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         """``nn.Module.to``, with a CUDA device checked first (:func:`~uncertain_agents.validation.check_device`):
         ``post.to("cuda")`` on a machine without CUDA is the same clear ``ValueError`` as
         ``make_posterior(..., device="cuda")``, not torch's assertion. Other devices are passed on."""
+        _refuse_dtype(torch._C._nn._parse_to(*args, **kwargs)[1], "to")
         device = kwargs["device"] if "device" in kwargs else args[0] if args else None
         if isinstance(device, int) and not isinstance(device, bool):
             device = torch.device("cuda", device)  # an index: torch's current accelerator, CUDA here
         if isinstance(device, (str, torch.device)) and str(device).split(":")[0].strip().lower() == "cuda":
             check_device(device)  # other targets (cpu, meta, ...) are torch's to judge, as before
         return super().to(*args, **kwargs)
+
+    def double(self):
+        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
+        _refuse_dtype(torch.float64, "double")
+
+    def half(self):
+        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
+        _refuse_dtype(torch.float16, "half")
+
+    def bfloat16(self):
+        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
+        _refuse_dtype(torch.bfloat16, "bfloat16")
 
     def cuda(self, device=None):
         """``nn.Module.cuda``, with the device checked first as in :meth:`to`."""
