@@ -302,3 +302,13 @@ def test_attack_takes_hidden_with_commas_and_checks_options_on_its_real_network(
     # the fitting list runs
     assert main([*ATTACK_TINY, "--posterior", "mfvi:prior_std=[1,1]", "--hidden", "4", "--out", str(out)]) == 0
     assert trained and (out / "fgsm.csv").exists()
+
+
+@pytest.mark.parametrize("command", ["attack", "regress"])
+def test_help_states_every_default(command):
+    """``attack --help`` and ``regress --help`` state every default (--seed and --device stated none)."""
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [action.option_strings[0] for action in sub.choices[command]._actions
+               if action.option_strings and action.default not in (None, False, argparse.SUPPRESS, [])
+               and "default" not in (action.help or "")]
+    assert missing == []

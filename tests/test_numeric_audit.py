@@ -94,6 +94,12 @@ def test_a_tiny_but_varying_target_is_standardised_and_a_vanishing_one_refused()
         fresh.fit(x, y * 1e-25, steps=2)
     assert not fresh.units_are_fixed
     fresh.fit(x, y, steps=2)  # a rescaled fit works
+    near_constant = x.clone()
+    near_constant[:, 0] = 0.0
+    near_constant[0, 0] = 1e-20                         # an input varying by 1e-20: a constant feature
+    feature = _make("map")
+    feature.fit(near_constant, y, steps=2)
+    assert feature.x_scale[0].item() == 1.0 and feature.x_scale[1].item() != 1.0
 
 
 # ------------------------------------------------------- numpy layouts and integer types
@@ -200,3 +206,31 @@ def test_a_posterior_refuses_a_cast_away_from_float32(cast):
     assert post.to("cpu") is post and post.to(torch.float32) is post       # no cast: as before
     x = torch.randn(8, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     post.fit(x, x[:, :1] * 2, steps=2, batch_size=4)                       # float64 data are converted
+
+
+@pytest.mark.parametrize("name", ["map", "mfvi", "ensemble"])
+def test_predict_names_broken_weights_not_the_inputs(name):
+    """NaN weights make every function NaN at ordinary inputs: the error used to say "x: ... overflow
+    float32 ... rescale x" for inputs of size ~1."""
+    x, y, _ = _data()
+    post = _make(name)
+    post.fit(x, y, steps=3, batch_size=8)
+    with torch.no_grad():
+        next(post.parameters()).fill_(float("nan"))
+    with pytest.raises(ValueError, match=r"sampled weights hold NaN or infinite values.*24 of 24 input row") as info:
+        post.predict(x, n_samples=4)
+    assert "rescale x" not in str(info.value)
+
+
+def test_pandas_frames_and_series_are_accepted_like_their_arrays():
+    pd = pytest.importorskip("pandas")
+    x, y, labels = _data(20)
+    frame, series = pd.DataFrame(x.numpy(), columns=["a", "b"]), pd.Series(y[:, 0].numpy())
+    a, b = _make("map"), _make("map")
+    a.fit(frame, series, steps=3, batch_size=8)
+    b.fit(x.numpy(), y[:, 0].numpy(), steps=3, batch_size=8)
+    assert all(torch.equal(u, v) for u, v in zip(a.state_dict().values(), b.state_dict().values()))
+    pred = a.predict(frame, n_samples=2, generator=torch.Generator().manual_seed(0))
+    assert torch.equal(pred.log_prob(series), pred.log_prob(y[:, 0].numpy()))
+    with pytest.raises(TypeError, match="x must be numeric"):
+        a.fit(pd.DataFrame({"a": ["p", "q"], "b": [1.0, 2.0]}), [1.0, 2.0], steps=1)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Union
 
@@ -30,6 +31,11 @@ def _numpy_to_tensor(value) -> Tensor:
         arr = arr.astype(np.int64 if fits else np.float64)
     elif any(stride < 0 for stride in arr.strides):
         arr = arr.copy()
+    if not arr.flags.writeable:  # a read-only view (a pandas Series, np.broadcast_to): never written
+        # here, so torch's warning about writing through it does not apply; no copy of the data
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+            return torch.as_tensor(arr)
     return torch.as_tensor(arr)
 
 
@@ -42,13 +48,14 @@ def as_tensor(value, name: str, *, device, dtype: torch.dtype | None = torch.flo
         t = value
         if t.dtype in _WIDE_UNSIGNED:
             t = t.to(torch.float64 if t.dtype == torch.uint64 else torch.int64)
-    elif isinstance(value, (np.ndarray, list, tuple, numbers.Number)):
+    elif isinstance(value, (np.ndarray, list, tuple, numbers.Number)) or hasattr(value, "__array__"):
+        # ``__array__``: array-likes such as a pandas Series or DataFrame of numbers
         try:
             t = _numpy_to_tensor(value)
         except (TypeError, ValueError, RuntimeError) as err:
             raise TypeError(f"{name} must be numeric, could not convert it: {err}") from None
     else:
-        raise TypeError(f"{name} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array (or an array-like), got {type(value).__name__}")
     if not (t.is_floating_point() or t.dtype in _REAL_DTYPES):
         raise TypeError(f"{name} must hold real numbers, got dtype {t.dtype}")
     if dtype is not None and t.dtype != dtype:
@@ -61,7 +68,9 @@ def as_tensor(value, name: str, *, device, dtype: torch.dtype | None = torch.flo
                 raise ValueError(f"{name} holds {int(overflow.sum())} value(s) beyond the range of {dtype} "
                                  f"(up to {float(source[overflow].abs().max()):.3g}; the largest is "
                                  f"{torch.finfo(dtype).max:.3g}); rescale {name} (e.g. divide it by a constant)")
-    return t.to(device)
+    # one memory layout whatever the caller's (a DataFrame's column-major array, a transposed tensor):
+    # reductions over it (the standardisation's means) then sum in one order, so results are the same
+    return t.to(device).contiguous()
 
 
 def check_finite(t: Tensor, name: str) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .common import add_hidden_argument, seed_arg
+from .common import add_hidden_argument, add_no_progress_argument, seed_arg
 
 #: the printed tables show every ε (every I-FGSM step) up to this many, else evenly spaced ones
 REPORT_EPSILONS = 11
@@ -45,9 +45,9 @@ def register(sub) -> None:
     p.add_argument("--step", type=float, default=0.01, help="I-FGSM step size (default: 0.01)")
     p.add_argument("--steps", type=int, default=40, help="I-FGSM steps (default: 40)")
     p.add_argument("--target", type=int, default=0, help="I-FGSM target class (default: 0)")
-    p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--no-progress", action="store_true", help="hide training progress bars")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default: 0)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
+    add_no_progress_argument(p)  # the training bars and the spinner while attacking
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: the cores this process may use; never more)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
@@ -74,7 +74,7 @@ def report_values(values, most: int) -> list:
 def _table(frame, key: str, most: int, title: str, columns):
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, min_width=len(title) + 2)  # a title wider than its table would wrap
     table.add_column("posterior", overflow="fold", max_width=28)
     for col in (key, *columns):
         header = HEADERS.get(col, col)
@@ -88,7 +88,7 @@ def _table(frame, key: str, most: int, title: str, columns):
 def _clean_table(frame, title: str):
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, min_width=len(title) + 2)
     table.add_column("posterior", overflow="fold", max_width=28)
     for col in ("clean_accuracy", "train_seconds"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -98,18 +98,20 @@ def _clean_table(frame, title: str):
 
 
 def run(args) -> int:
+    from contextlib import nullcontext
+
     import pandas as pd
     import torch
     from rich.console import Console
+    from rich.markup import escape
 
     from attacks.evaluate import (IMAGE_SHAPES, attack_subset, evaluate, load_dataset, load_or_train, parse_posterior,
                                   write_outputs)
     from attacks.fgsm import DEFAULT_EPSILONS
 
     from ..network import ACTIVATIONS
-    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         unit_name)
+                         open_run_folder, unit_name)
 
     # every argument is checked before any work starts (and before the run folder records them)
     choices = [parse_posterior(text) for text in args.posterior]
@@ -163,7 +165,7 @@ def run(args) -> int:
     config["load"] = None if load is None else str(load)
     config["epsilons"] = list(epsilons)
     out = Path(args.out)
-    folder = RunFolder(out, config, force=args.force)
+    folder = open_run_folder(out, config, force=args.force)
     console = Console()
     if note:
         console.print(note)
@@ -185,10 +187,18 @@ def run(args) -> int:
                     [choice], data, save_dir=out / "models", hidden=args.hidden, activation=args.activation,
                     epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     device=args.device, progress=not args.no_progress, log=console.print)
-            result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
-                              epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
-                              n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
-                              log=console.print)
+            work = []
+            if "fgsm" in args.attack:
+                work.append(f"FGSM at {len(epsilons)} ε")
+            if "ifgsm" in args.attack:
+                work.append(f"{args.steps} I-FGSM steps")
+            waiting = nullcontext() if args.no_progress else \
+                console.status(escape(f"attacking {choice.label}: {' and '.join(work)}"))
+            with waiting:  # no bar inside: the attacks report nothing until they finish
+                result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
+                                  epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
+                                  n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
+                                  log=console.print)
             result["clean"] = result["clean"].merge(times, on="posterior")
             for t in tables:
                 folder.save_frame(names[t], result[t])
@@ -206,7 +216,9 @@ def run(args) -> int:
                              ("accuracy", "mean_entropy", "auroc_entropy", "auroc_mutual_information")))
     if "ifgsm" in results:
         console.print(_table(results["ifgsm"], "step", REPORT_STEPS,
-                             f"targeted I-FGSM → {args.target} (step {args.step})",
+                             f"targeted I-FGSM → {args.target} (step {args.step}; "
+                             f"{int((y_att != args.target).sum())} test images not of class {args.target})",
                              ("accuracy", "target_success", "mean_entropy", "auroc_entropy")))
-    console.print(f"results in {out.resolve()}")
+    console.print(f"results in {out.resolve()} (clean.csv, {', '.join(f'{a}.csv, {a}.png' for a in args.attack)}, "
+                  f"summary.json; {'' if loaded is not None else 'models/, '}units/)", soft_wrap=True)
     return 0

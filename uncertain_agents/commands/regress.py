@@ -10,7 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..options import parse_key_value
-from .common import add_hidden_argument, seed_arg
+from .common import add_hidden_argument, add_no_progress_argument, seed_arg
 
 
 def register(sub) -> None:
@@ -30,8 +30,8 @@ def register(sub) -> None:
                    help="any other method option, e.g. --option prior_std=1.0 (repeatable)")
     p.add_argument("--splits", type=int, default=None, help="use only the first N splits")
     p.add_argument("--n-samples", type=int, default=100, help="posterior samples for prediction (default: 100)")
-    p.add_argument("--seed", type=seed_arg, default=0)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed (default: 0)")
+    p.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--data-dir", default=None, help="data folder (default: $UNCERTAIN_AGENTS_DATA)")
     p.add_argument("--out", default=None, help="run folder (default: runs/regress-<dataset>-<posterior>)")
     p.add_argument("--threads", type=int, default=1,
@@ -40,6 +40,7 @@ def register(sub) -> None:
                         "machine; raise it for wide networks or large batches; at most the cores this "
                         "process may use)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
+    add_no_progress_argument(p)
     p.set_defaults(func=run)
 
 
@@ -53,9 +54,8 @@ def run(args) -> int:
     from ..network import ACTIVATIONS
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
-    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         unit_name)
+                         json_safe, open_run_folder, unit_name)
 
     # every argument is checked before any work starts
     options = dict(parse_key_value(o) for o in args.option)
@@ -88,7 +88,7 @@ def run(args) -> int:
                        lr=args.lr, n_samples=args.n_samples, splits=splits, seed=args.seed,
                        device=args.device, options=options)
     out = Path(args.out or f"runs/regress-{data.name}-{name}")
-    folder = RunFolder(out, asdict(config), force=args.force)
+    folder = open_run_folder(out, asdict(config), force=args.force)
     console = Console()
     if note:
         console.print(note)
@@ -98,13 +98,14 @@ def run(args) -> int:
     if folder.resumed:
         console.print(f"resuming {out}: {len(splits) - len(todo)} of {len(splits)} splits already finished")
     if todo:
-        run_uci(UCIConfig(**{**asdict(config), "splits": todo}), data_dir=args.data_dir, progress=True,
+        run_uci(UCIConfig(**{**asdict(config), "splits": todo}), data_dir=args.data_dir,
+                progress=not args.no_progress,
                 on_split=lambda row: folder.save_record(unit_name(f"split{row['split']}"), row))
     rows = [folder.load_record(unit_name(f"split{k}")) for k in splits]
     frame = pd.DataFrame(rows)
     s = summarize(frame)
     folder.write_text("splits.csv", frame.to_csv(index=False))
-    folder.write_text("summary.json", json.dumps({"config": asdict(config), **s}, indent=2, default=str))
+    folder.write_text("summary.json", json.dumps(json_safe({"config": asdict(config), **s}), indent=2, default=str))
     import matplotlib.pyplot as plt
 
     from ..regression import plot_splits
@@ -112,11 +113,15 @@ def run(args) -> int:
     figure = plot_splits(frame, title=f"{data.name} · {name}: test NLL and RMSE per split")
     folder.write_figure("splits.png", figure, dpi=110)
     plt.close(figure)
-    table = Table(title=f"{data.name} · {name} · {s['n_splits']} split(s)")
+    title = f"{data.name} · {name} · {s['n_splits']} split(s)"
+    table = Table(title=title, min_width=len(title) + 2,
+                  caption=f"mean and standard error over {s['n_splits']} splits" if s["n_splits"] > 1
+                  else "one split: no standard error")
     for col in ("metric", "mean", "± s.e."):
         table.add_column(col)
-    table.add_row("test NLL", f"{s['test_nll_mean']:.3f}", f"{s['test_nll_se']:.3f}")
-    table.add_row("test RMSE", f"{s['test_rmse_mean']:.3f}", f"{s['test_rmse_se']:.3f}")
+    for label, key in (("test NLL (nats)", "test_nll"), ("test RMSE", "test_rmse")):
+        se = s[f"{key}_se"]
+        table.add_row(label, f"{s[f'{key}_mean']:.3f}", "–" if se != se else f"{se:.3f}")
     console.print(table)
-    console.print(f"results in {out.resolve()} (splits.csv, summary.json, splits.png; units/ per split)")
+    console.print(f"results in {out.resolve()} (splits.csv, summary.json, splits.png; units/ per split)", soft_wrap=True)
     return 0

@@ -84,11 +84,16 @@ def construction_config(post: "Posterior", args: tuple, kwargs: dict) -> dict:
             **{key: value for key, value in kwargs.items() if key not in _NOT_OPTIONS}}
 
 
-def _refuse_overflowing_inputs(f: Tensor, x: Tensor) -> None:
+def _refuse_overflowing_inputs(f: Tensor, x: Tensor, params: Tensor) -> None:
     """Raise ``ValueError`` naming ``x`` when sampled functions ``f[n, B, out]`` are NaN or infinite at
     finite inputs ``x[B, in_dim]``: inputs near float32's range (3e38) overflow inside the network,
-    and the predictive would otherwise be NaN without a word."""
+    and the predictive would otherwise be NaN without a word. Sampled weights ``params`` that are
+    themselves NaN or infinite are named instead (no rescaling of ``x`` would help)."""
     bad = ~torch.isfinite(f).all(-1).all(0)
+    if bool(bad.any()) and not bool(torch.isfinite(params).all()):
+        raise ValueError(f"the posterior's sampled weights hold NaN or infinite values, so its functions are NaN or "
+                         f"infinite at {int(bad.sum())} of {x.shape[0]} input row(s) whatever x is; its state is "
+                         f"broken (changed by hand, or loaded from such a file): refit it or load a sound one")
     if bool(bad.any()):
         raise ValueError(f"x: the sampled functions overflow float32 (NaN or infinite) at {int(bad.sum())} of "
                          f"{x.shape[0]} input row(s), whose values reach {float(x[bad].abs().max()):.3g}: these "
@@ -259,12 +264,12 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         """``nn.Module.to``, with a CUDA device checked first (:func:`~uncertain_agents.validation.check_device`):
         ``post.to("cuda")`` on a machine without CUDA is the same clear ``ValueError`` as
         ``make_posterior(..., device="cuda")``, not torch's assertion. Other devices are passed on."""
-        _refuse_dtype(torch._C._nn._parse_to(*args, **kwargs)[1], "to")
         device = kwargs["device"] if "device" in kwargs else args[0] if args else None
         if isinstance(device, int) and not isinstance(device, bool):
             device = torch.device("cuda", device)  # an index: torch's current accelerator, CUDA here
         if isinstance(device, (str, torch.device)) and str(device).split(":")[0].strip().lower() == "cuda":
             check_device(device)  # other targets (cpu, meta, ...) are torch's to judge, as before
+        _refuse_dtype(torch._C._nn._parse_to(*args, **kwargs)[1], "to")
         return super().to(*args, **kwargs)
 
     def double(self):
@@ -462,7 +467,7 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         else:
             f = torch.cat([rows_of(fs[s:s + per_chunk]) for s in range(0, n_samples, per_chunk)], dim=0)
         if not bool(torch.isfinite(f.sum())):  # rare: one reduction answers for the usual, finite case
-            _refuse_overflowing_inputs(f, x)
+            _refuse_overflowing_inputs(f, x, fs.distinct_params)
         noise_var = None if fs.noise_std is None else fs.noise_std.square().unsqueeze(1)
         return Predictive(f, self.kind, noise_var)
 

@@ -80,7 +80,8 @@ class TrainingUnits:
             return False
         x_loc, x_std = x.mean(0), x.std(0, unbiased=False)
         _check_statistics("x", x_loc, x_std)
-        x_scale = data_scale("x", x_std, x.amax(0) == x.amin(0))
+        # an input column whose spread is below MIN_SCALE is a constant feature for the network (scale 1)
+        x_scale = data_scale("x", x_std, (x.amax(0) == x.amin(0)) | ~(x_std >= MIN_SCALE))
         if self.kind == "categorical":
             self._set_units_from_data(x_loc, x_scale)
             return True
@@ -144,7 +145,8 @@ def data_scale(name: str, std: Tensor, constant: Tensor) -> Tensor:
 
     Raises ``ValueError`` naming ``name`` for a varying column whose spread is below
     :data:`MIN_SCALE` (too small to standardise in float32; such columns used to be treated as
-    constant, so a target varying by 1e-13 got a predictive spread of ~0.5)."""
+    constant, so a target varying by 1e-13 got a predictive spread of ~0.5). Inputs pass such
+    columns in ``constant``: a feature varying by 1e-20 is a constant feature, not a failed fit."""
     tiny = ~constant & ~(std >= MIN_SCALE)
     if bool(tiny.any()):
         cols = tiny.nonzero().flatten().tolist()
