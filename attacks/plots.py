@@ -45,6 +45,7 @@ def plot_attack_curves(results, path, *, x: str = "epsilon", metrics=("accuracy"
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     frames = _as_frames(results)
     if not frames:
@@ -64,6 +65,8 @@ def plot_attack_curves(results, path, *, x: str = "epsilon", metrics=("accuracy"
             frame = frame.sort_values(x)
             ax.plot(frame[x], frame[metric], marker="o", markersize=2.5, label=name)
         ax.set_xlabel(LABELS.get(x, x))
+        # at most ~6 ticks (nine 5-digit ε ticks ran into each other), whole numbers on a step axis
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=x == "step"))
         ax.set_ylabel(LABELS.get(metric, metric))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)

@@ -103,6 +103,7 @@ def plot_splits(frame: pd.DataFrame, *, title: str = ""):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     summary = summarize(frame)
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -113,6 +114,7 @@ def plot_splits(frame: pd.DataFrame, *, title: str = ""):
         if not math.isnan(se):
             ax.axhspan(mean - se, mean + se, color="tab:red", alpha=0.15)
         ax.set_xlabel("split")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # splits are whole numbers: no 0.2, 0.4, ... ticks
         ax.set_ylabel(label)
         ax.legend(fontsize=8)
     fig.suptitle(title or f"{summary['n_splits']} split(s)")

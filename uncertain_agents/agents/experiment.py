@@ -420,16 +420,41 @@ def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
     ``steps`` has columns ``label``, ``trial``, ``step``, ``cumulative_regret``. The regret axis
     is logarithmic: Uniform's regret is 10–50 times a learning agent's, so on a linear axis the
     agents being compared would lie on one line at the bottom. Thompson-sampling agents
-    (labels ``thompson[...]``) are drawn solid, the baselines dashed. Written atomically.
+    (labels ``thompson[...]``) are drawn solid, the baselines dashed. Every label has its own hue
+    (ten of them; beyond ten, lighter shades of the same ten). The title says what the line and
+    the band are (unless ``title`` already does). Written atomically.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig = regret_figure(steps, title=title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def label_color(i: int):
+    """The colour of the ``i``-th line: tab20's dark shades first (ten distinct hues, tab10's), then
+    its light ones, so two neighbouring labels never get two shades of one hue."""
+    import matplotlib.pyplot as plt
+
+    return plt.cm.tab20((2 * i) % 20 + (i // 10) % 2)
+
+
+def regret_figure(steps: pd.DataFrame, *, title: str = ""):
+    """The figure :func:`plot_regret` saves (the caller closes it)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    trials = int(steps.groupby("label")["trial"].nunique().max())
     for i, label in enumerate(dict.fromkeys(steps["label"])):
-        color = plt.cm.tab20(i % 20)
+        color = label_color(i)
         g = steps[steps["label"] == label].pivot(index="step", columns="trial", values="cumulative_regret")
         mean = g.mean(axis=1)
         err = g.std(axis=1, ddof=1) / np.sqrt(g.shape[1]) if g.shape[1] > 1 else 0 * mean
@@ -439,11 +464,10 @@ def plot_regret(steps: pd.DataFrame, path, *, title: str = "") -> None:
     if (steps["cumulative_regret"] > 0).any():
         ax.set_yscale("log")
     ax.set_xlabel("step")
-    ax.set_ylabel("cumulative regret (log scale)")
-    ax.set_title(title or "mean ± s.e. over trials")
+    ax.set_ylabel("cumulative regret" + (" (log scale)" if ax.get_yscale() == "log" else ""))
+    if trials > 1 and "s.e." not in title:  # the band is ± one standard error over the trials
+        title = f"{title}\nmean ± s.e. over {trials} trials" if title else f"mean ± s.e. over {trials} trials"
+    ax.set_title(title or "one trial")
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    return fig

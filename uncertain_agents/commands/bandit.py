@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..agents.protocols import PROTOCOLS, get_protocol
 from ..options import parse_key_value
-from .common import add_hidden_argument, seed_arg
+from .common import DEVICE_HELP, add_hidden_argument, add_no_progress_argument, seed_arg
 
 
 def _csv_list(text: str) -> list[str]:
@@ -60,7 +60,7 @@ def register(sub) -> None:
                    help="round-robin pulls of every arm before the first fit (default: the protocol's; "
                         "5 in default, the papers' 2 in showdown and fsvgd-paper)")
     p.add_argument("--lr", type=float, default=None, help="refit learning rate (default: the method's)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     p.add_argument("--data-dir", default=None, help="data folder (else $UNCERTAIN_AGENTS_DATA)")
     p.add_argument("--no-download", dest="download", action="store_false",
                    help="never download a missing data file (fail with a clear error instead)")
@@ -77,6 +77,7 @@ def register(sub) -> None:
                         "bb-alpha, dropout-alpha, bootstrap, ensemble, and fsvgd / svgd with a fixed noise; other "
                         "random numbers than one by one), auto (default: threads on CUDA, processes on a CPU)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
+    add_no_progress_argument(p)
     p.set_defaults(func=run)
 
 
@@ -90,9 +91,8 @@ def run(args) -> int:
     from ..agents.experiment import (agent_specs, make_env, parallel_mode, plot_regret, resolve_env,
                                      run_experiment, summarize, trials_batchable)
     from ..agents.factory import POSTERIOR_AGENTS
-    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         unit_name)
+                         json_safe, open_run_folder, unit_name)
 
     # every argument is checked before any work starts
     env_name = resolve_env(args.env)
@@ -146,7 +146,7 @@ def run(args) -> int:
     if batched:
         config["trial_batched"] = batched
     out = args.out or Path("runs") / f"bandit-{env_name}"
-    folder = RunFolder(out, config, force=args.force)
+    folder = open_run_folder(out, config, force=args.force)
     console = Console()
     if unused:
         console.print(escape(f"note: {' and '.join(unused)} not used: --posterior and --option apply only to the "
@@ -162,7 +162,7 @@ def run(args) -> int:
         console.print(f"resuming {out}: {finished} of {len(units)} runs already finished")
     total = len(specs) * args.trials * args.steps
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console) as bar:
+                  TimeElapsedColumn(), console=console, disable=args.no_progress) as bar:
         task = bar.add_task(f"{env_name}", total=total)
 
         def tick(label: str, k: int) -> None:
@@ -177,23 +177,26 @@ def run(args) -> int:
                                progress=tick,
                                on_run=lambda f: folder.save_frame(units[f["label"].iloc[0], int(f["trial"].iloc[0])], f),
                                completed=lambda label, trial: folder.load_frame(units[label, trial]))
+        bar.update(task, description=escape(env_name))  # the bar counted every run, not only the last one's
     summary = summarize(steps)
     folder.write_text("steps.csv", steps.to_csv(index=False))
     folder.write_text("summary.csv", summary.to_csv(index=False))
     meta = {**config, "summary": summary.to_dict(orient="records")}
-    folder.write_text("summary.json", json.dumps(meta, indent=2, default=float))
+    folder.write_text("summary.json", json.dumps(json_safe(meta), indent=2, default=float))
     title = f"{env_name}" + (f" δ={args.delta}" if env_name == "wheel" else "") + \
         f", {args.steps} steps, {args.trials} trial(s)"
     plot_regret(steps, Path(out) / "regret.png", title=title)
 
-    table = Table(title=title + " — normalised regret: Uniform = 100")
+    n_trials = int(summary["trials"].max())
+    table = Table(title=title, caption=(f"mean ± s.e. over {n_trials} trials; " if n_trials > 1 else "one trial, no s.e.; ")
+                  + "normalised regret = 100 × cumulative regret / Uniform's in the same trial; s / run: wall seconds")
     for col in ("agent", "cumulative regret", "normalised regret", "s / run"):
         table.add_column(col, justify="left" if col == "agent" else "right")
     for row in summary.itertuples():
         table.add_row(escape(row.label), _pm(row.cumulative_regret, row.cumulative_regret_se),
                       _pm(row.normalised_regret, row.normalised_regret_se), f"{row.seconds:.1f}")
     console.print(table)
-    console.print(f"results in {out}/ (steps.csv, summary.csv, summary.json, regret.png; units/ per run)")
+    console.print(f"results in {out}/ (steps.csv, summary.csv, summary.json, regret.png; units/ per run)", soft_wrap=True)
     return 0
 
 

@@ -24,6 +24,7 @@ def _csv_or_space_list(values: list[str], keep_options: bool = False) -> list[st
 
 def register(sub) -> None:
     from ..bench import NETWORKS
+    from .common import DEVICE_HELP, add_no_progress_argument
 
     nets = ", ".join(f"{n} ({net.label}, batch {net.batch})" for n, net in NETWORKS.items())
     p = sub.add_parser("bench", help="time each posterior's training step, predict and act against plain PyTorch",
@@ -40,10 +41,11 @@ def register(sub) -> None:
     p.add_argument("--act-calls", type=int, default=500, help="act calls timed per posterior (default 500)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default 2, at most the cores this process may use)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     p.add_argument("--peers", action="store_true",
                    help="also time bayesian-torch and pyro mean-field VI steps when they are installed")
     p.add_argument("--out", type=Path, default=None, help="write the figures to this JSON file")
+    add_no_progress_argument(p)
     p.set_defaults(func=run)
 
 
@@ -80,6 +82,8 @@ def check_args(args) -> tuple[list[str], int, str | None]:
 
 
 def run(args) -> int:
+    from contextlib import nullcontext
+
     import torch
     from rich.console import Console
     from rich.markup import escape
@@ -87,6 +91,7 @@ def run(args) -> int:
 
     from ..bench import available_peers, get_network, run_bench
     from ..runs import atomic_write_text, run_manifest
+    from .common import interrupted
 
     names, threads, note = check_args(args)
     net = get_network(args.network)
@@ -98,9 +103,14 @@ def run(args) -> int:
         missing = [name for name, ok in available_peers().items() if not ok]
         if missing:
             console.print(f"peers skipped (not installed): {', '.join(n.replace('_', '-') for n in missing)}")
-    with console.status("measuring") as status:
-        result = run_bench(args.network, names, rounds=args.rounds, steps=args.steps, act_calls=args.act_calls,
-                           peers=args.peers, device=args.device, progress=lambda text: status.update(text))
+    status = None if args.no_progress else console.status("measuring")
+    try:
+        with status if status is not None else nullcontext():
+            result = run_bench(args.network, names, rounds=args.rounds, steps=args.steps, act_calls=args.act_calls,
+                               peers=args.peers, device=args.device,
+                               progress=None if status is None else (lambda text: status.update(text)))
+    except KeyboardInterrupt:  # nothing is kept, nothing resumes: say so (not the run-folder message)
+        return interrupted("bench wrote nothing; run it again to measure from the start")
     result["manifest"] = run_manifest()
 
     table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}"

@@ -14,7 +14,7 @@ def register(sub) -> None:
                    help="method option passed to every named posterior, e.g. --option n_members=3 (repeatable)")
     p.add_argument("--likelihood", choices=("gaussian", "categorical", "both"), default="both",
                    help="the job(s) to check in: regression, classification or both (default)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu, cuda or cuda:1 (default: cpu)")
     p.set_defaults(func=run)
 
 
@@ -25,7 +25,7 @@ def run(args) -> int:
 
     from ..checks import PosteriorCheckError, check_posterior
     from ..registry import POSTERIORS, PluginImportError
-    from .common import check_device
+    from .common import check_device, interrupted
 
     device = check_device(args.device)
     options = dict(parse_key_value(text) for text in args.option)
@@ -37,7 +37,8 @@ def run(args) -> int:
         except PluginImportError as err:  # every posterior that did register is still checked
             failed_plugins, names = err.failures, POSTERIORS.loaded_names()
     likelihoods = ("gaussian", "categorical") if args.likelihood == "both" else (args.likelihood,)
-    table = Table(title=f"check_posterior ({', '.join(likelihoods)}; {device})")
+    title = f"check_posterior ({', '.join(likelihoods)}; {device})"
+    table = Table(title=title, min_width=len(title) + 2)
     table.add_column("posterior")
     table.add_column("result")
     for plugin, message in failed_plugins.items():
@@ -46,6 +47,8 @@ def run(args) -> int:
     for name in names:
         try:
             check_posterior(name, device=device, likelihoods=likelihoods, **options)
+        except KeyboardInterrupt:  # a check keeps nothing and resumes nothing (not the run-folder message)
+            return interrupted(f"stopped at {name}; check wrote nothing")
         except PosteriorCheckError as err:
             broken += 1
             table.add_row(name, f"[red]{escape(str(err))}[/red]")  # messages hold [n, D]-like text

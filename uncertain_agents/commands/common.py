@@ -132,3 +132,89 @@ def check_writable_file(path, flag: str, shown=None) -> None:
 def unit_name(*parts) -> str:
     """A file-name-safe name for one unit of a run (e.g. an agent's trial)."""
     return "__".join(re.sub(r"[^\w.\-\[\]]+", "-", str(p)) for p in parts)
+
+
+def add_no_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """``--no-progress``, as every command with a progress display takes it (for logs and pipes)."""
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide progress bars and spinners (e.g. when the output goes to a log file)")
+
+
+DEVICE_HELP = "torch device, e.g. cpu, cuda or cuda:1 (default: cpu)"
+
+
+def json_safe(value):
+    """``value`` with every non-finite float (the s.e. of one trial or one split is NaN) as ``None``,
+    so that the JSON written is standard JSON (``null``), which every reader parses, not ``NaN``."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(value, np.floating):
+            return json_safe(float(value))
+        if isinstance(value, np.integer):
+            return int(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return value
+
+
+def config_differences(path, config: dict, most: int = 6) -> str:
+    """What differs between the run recorded in ``path/config.json`` and ``config`` (as the run
+    folder compares them): ``"epochs 1 in the folder, 2 now; ..."``; ``""`` when nothing can be said."""
+    import json
+    from pathlib import Path
+
+    try:
+        previous = json.loads((Path(path) / "config.json").read_text()).get("config")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(previous, dict):
+        return ""
+    current = json.loads(json.dumps(config, default=str))
+    missing = object()
+
+    def shown(value) -> str:
+        text = "(not set)" if value is missing else json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    keys = [k for k in sorted(set(previous) | set(current))
+            if k != "seeding" and previous.get(k, missing) != current.get(k, missing)]
+    parts = [f"{k} {shown(previous.get(k, missing))} in the folder, {shown(current.get(k, missing))} now"
+             for k in keys[:most]]
+    if len(keys) > most:
+        parts.append(f"and {len(keys) - most} more")
+    return "; ".join(parts)
+
+
+def open_run_folder(out, config: dict, *, force: bool = False):
+    """:class:`~uncertain_agents.runs.RunFolder` ``(out, config, force=force)``; when ``out`` holds a
+    different run, the refusal also names the settings that differ (``--epochs 1`` then ``2``)."""
+    from ..runs import RunFolder
+
+    try:
+        return RunFolder(out, config, force=force)
+    except ValueError as err:
+        text = str(err)
+        marker = "holds a different run;"
+        if marker not in text:
+            raise
+        what = config_differences(out, config)
+        if not what:
+            raise
+        raise ValueError(text.replace(marker, f"holds a different run ({what});", 1)) from None
+
+
+def interrupted(what: str) -> int:
+    """Ctrl-C in a command that keeps no run folder: one line on stderr saying so (the generic
+    message speaks of finished units and resuming, which such a command has not); returns 130."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]stopped:[/] {escape('interrupted — ' + what)}", soft_wrap=True)
+    return 130

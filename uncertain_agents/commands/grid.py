@@ -3,18 +3,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .common import add_no_progress_argument
+
 
 def register(sub) -> None:
     p = sub.add_parser("grid", help="run an experiment grid from a spec, or tabulate a grid folder",
                        description="Experiment grids (docs/grid.md): every cell is one run of the library's "
                                    "runner, written as one file when it finishes; re-running skips finished cells.")
     grid_sub = p.add_subparsers(dest="grid_command", metavar="{run,table}")
-    run = grid_sub.add_parser("run", help="run the cells of SPEC that are not finished in --out")
+    run = grid_sub.add_parser("run", help="run the cells of SPEC that are not finished in --out",
+                              description="Run every cell of a TOML spec that --out does not hold yet (each cell "
+                                          "is one file in --out/cells/ once it finishes), then print and write the "
+                                          "table (mean ± s.e. per configuration). Exit code 1 if a cell failed "
+                                          "(its error is in cells/<hash>.error.json; the next run retries it).")
     run.add_argument("spec", type=Path, help="a TOML spec, e.g. experiments/specs/smoke.toml")
     run.add_argument("--out", type=Path, required=True, help="grid folder (cells/, grid.json, table.*)")
     run.add_argument("--executor", choices=("local", "ray"), default="local",
                      help="local processes (default) or Ray tasks (pip install 'uncertain-agents[ray]')")
-    run.add_argument("--workers", type=int, default=1, help="local processes, or CPUs of a Ray instance started here")
+    run.add_argument("--workers", type=int, default=1,
+                     help="local processes, or CPUs of a Ray instance started here (default: 1)")
     run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers)")
     run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
     run.add_argument("--only", default=None,
@@ -23,8 +30,13 @@ def register(sub) -> None:
     run.add_argument("--where", action="append", default=None, metavar="KEY=V1,V2",
                      help="run only the cells whose cross KEY is one of the values (repeatable), e.g. "
                           "--where split=0,1 (the rest stay for a later run)")
+    add_no_progress_argument(run)
     run.set_defaults(func=_run)
-    table = grid_sub.add_parser("table", help="aggregate a grid folder: mean ± s.e. per configuration")
+    table = grid_sub.add_parser("table", help="aggregate a grid folder: mean ± s.e. per configuration",
+                                description="Aggregate the finished cells of a grid folder: mean ± standard error "
+                                            "over the spec's replicate key (split, trial or seed) per configuration; "
+                                            "writes cells.csv, table.csv, table.md (and, for swept metrics, "
+                                            "table_sweeps*.csv and sweeps*.png) into the folder.")
     table.add_argument("out", type=Path, help="grid folder")
     table.add_argument("--markdown", type=Path, default=None,
                        help="also write a results page (e.g. docs/results/NAME.md)")
@@ -49,7 +61,7 @@ def _run(args) -> int:
     where = _parse_where(args.where)
     cells = select_cells(spec, only, where)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+                  console=console, disable=args.no_progress) as bar:
         task = bar.add_task(f"grid {spec.name}", total=len(cells))
         from ..grid import CellStore
 
@@ -58,7 +70,7 @@ def _run(args) -> int:
                           ray_address=args.ray_address, progress=lambda cell, res: bar.advance(task), only=only,
                           where=where)
     console.print(f"{spec.name}: {result.total} cells, {result.skipped} already finished, "
-                  f"{result.finished} run now, {len(result.failed)} failed → {args.out}")
+                  f"{result.finished} run now, {len(result.failed)} failed → {args.out}", soft_wrap=True)
     for cell, error in result.failed:
         console.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
     _print_table(args.out, console)
@@ -123,9 +135,11 @@ def _print_table(out: Path, console, markdown=None, command=None) -> None:
     frames += [(f"{out}: against {axis} (mean ± s.e.)", display_frame(long, bases)) for axis, long, bases in longs]
     for title, shown in frames:
         view = Table(title=title)
-        for col in shown.columns:
-            view.add_column(str(col))
+        for col in shown.columns:  # folded, never cut: a cut label or metric name ("ifgsm_a…") names nothing
+            view.add_column(str(col), overflow="fold")
         for row in shown.itertuples(index=False):
             view.add_row(*(str(v) for v in row))
         console.print(view)
-    console.print(f"written: {out}/table.csv, table.md, cells.csv" + (f", {markdown}" if markdown else ""))
+    figures = ["sweeps" if i == 0 else f"sweeps_{axis}" for i, (axis, _, _) in enumerate(longs)]
+    written = ["table.csv", "table.md", "cells.csv", *(f"table_{f}.csv" for f in figures), *(f"{f}.png" for f in figures)]
+    console.print(f"written: {out}/{', '.join(written)}" + (f", {markdown}" if markdown else ""), soft_wrap=True)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 
 def register(sub) -> None:
-    p = sub.add_parser("list", help="list the available posteriors and their options")
+    p = sub.add_parser("list", help="list the available posteriors and their options",
+                       description="List every registered posterior (plugins included) with its aliases and the "
+                                   "options it takes (give them as --option KEY=VALUE, or NAME:key=value for attack).")
     p.set_defaults(func=run)
 
 

@@ -214,12 +214,13 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         atomic_write_text(out / "table.md", "\n".join(sections))
         for name, (axis, long, bases) in zip(figure_names, longs):
             atomic_write_text(out / f"table_{name}.csv", long.to_csv(index=False))
-            plot_sweeps(long, bases, axis, out / f"{name}.png", title=spec.name)
+            plot_sweeps(long, bases, axis, out / f"{name}.png", title=spec.name, replicate=spec.job.replicate)
     if markdown is not None:
         markdown = Path(markdown)
         for i, (axis, long, bases) in enumerate(longs):
             path = markdown.with_suffix(".png") if i == 0 else markdown.with_name(f"{markdown.stem}_{axis}.png")
-            figure = plot_sweeps(long, bases, axis, path, title=f"{spec.name}: against {axis}")
+            figure = plot_sweeps(long, bases, axis, path, title=f"{spec.name}: against {axis}",
+                                 replicate=spec.job.replicate)
             sections.append(f"![{spec.name}: against {axis}]({figure.name})\n")
         page = results_page(spec, sections, len(records), len(cells), command or recorded_commands(records))
         atomic_write_text(markdown, page)

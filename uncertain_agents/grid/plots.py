@@ -8,9 +8,11 @@ import pandas as pd
 from ..runs import atomic_write_bytes
 
 
-def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, title: str = "") -> Path:
+def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, title: str = "",
+                replicate: str | None = None) -> Path:
     """One panel per swept metric against ``axis`` (three to a row), one line per method (± s.e. band); saved
-    atomically as a PNG at ``path``. ``long_table`` is :func:`~.table.long_sweep_table`'s output."""
+    atomically as a PNG at ``path``. ``long_table`` is :func:`~.table.long_sweep_table`'s output.
+    ``replicate`` (the spec's replicate key, e.g. ``seed``) is named in the title: what the bands are."""
     import io
 
     import matplotlib
@@ -33,6 +35,8 @@ def plot_sweeps(long_table: pd.DataFrame, bases: list[str], axis: str, path, *, 
         ax.set_ylabel(base)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=8)
+    if replicate:
+        title = f"{title}: mean ± s.e. over {replicate}s" if title else f"mean ± s.e. over {replicate}s"
     if title:
         fig.suptitle(title)
     fig.tight_layout()

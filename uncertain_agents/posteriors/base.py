@@ -100,16 +100,6 @@ def _refuse_overflowing_inputs(f: Tensor, x: Tensor, params: Tensor) -> None:
                          f"inputs (or the posterior's weights) are too large to evaluate in float32; rescale x")
 
 
-def _refuse_dtype(dtype: torch.dtype | None, method: str) -> None:
-    """``TypeError`` for a cast of a posterior to another dtype than float32 (``None``: no cast).
-    Every method trains and samples in float32 (its data are converted to it; its optimisers and
-    CUDA graphs are built for it), so a cast would fail later, deep in ``fit``, with torch's
-    "expected scalar type" message."""
-    if dtype is not None and dtype != torch.float32:
-        raise TypeError(f"Posterior.{method}: posteriors compute in float32 and cannot be cast to {dtype}; "
-                        f"inputs of any real dtype are accepted and converted")
-
-
 class _PlacedOnItsDevice(type):
     """Metaclass of :class:`Posterior`: a construction — every ``__init__`` of the class, its bases
     and any mixin — gets its keyword options as plain Python values (NumPy and 0-d torch scalars
@@ -269,20 +259,7 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
             device = torch.device("cuda", device)  # an index: torch's current accelerator, CUDA here
         if isinstance(device, (str, torch.device)) and str(device).split(":")[0].strip().lower() == "cuda":
             check_device(device)  # other targets (cpu, meta, ...) are torch's to judge, as before
-        _refuse_dtype(torch._C._nn._parse_to(*args, **kwargs)[1], "to")
         return super().to(*args, **kwargs)
-
-    def double(self):
-        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
-        _refuse_dtype(torch.float64, "double")
-
-    def half(self):
-        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
-        _refuse_dtype(torch.float16, "half")
-
-    def bfloat16(self):
-        """Refused: a posterior computes in float32 (see :func:`_refuse_dtype`)."""
-        _refuse_dtype(torch.bfloat16, "bfloat16")
 
     def cuda(self, device=None):
         """``nn.Module.cuda``, with the device checked first as in :meth:`to`."""
@@ -412,6 +389,9 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         steps = check_positive_int(steps, "steps")
         batch_size = check_positive_int(batch_size, "batch_size")
         lr = self.default_lr if lr is None else check_positive_float(lr, "lr")
+        if self.prior_std.dtype != torch.float32:  # cast by .double() / .to(dtype): torch would fail deep inside
+            raise TypeError(f"{self.name}.fit: posteriors train in float32 (their data are converted to it), but this "
+                            f"one was cast to {self.prior_std.dtype}; cast it back with .float() before fitting")
         x, y, mask = check_training_data(x, y, mask, spec=self.spec, kind=self.kind, device=self.device)
         self.fix_units_from_data(x, y, mask)
         xs, ys = self.to_train_units(x, y)

@@ -13,13 +13,14 @@ class ProgressBar:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("loss {task.fields[loss]:.4g}"), TimeRemainingColumn(),
+                                 TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(),
                                  transient=False)
-        self.task = self.progress.add_task(description, total=total, loss=float("nan"))
+        # "-" until the first loss is known: a "loss nan" on the first line read as a divergence
+        self.task = self.progress.add_task(description, total=total, loss="-")
         self.progress.start()
 
     def update(self, completed: int, loss: float) -> None:
-        self.progress.update(self.task, completed=completed, loss=loss)
+        self.progress.update(self.task, completed=completed, loss=f"{loss:.4g}")
 
     def close(self) -> None:
         self.progress.stop()
