@@ -2,6 +2,7 @@
 refusals, Ctrl-C messages and --help): each test pins one defect found and fixed."""
 import json
 import os
+from pathlib import Path
 
 import matplotlib
 
@@ -296,3 +297,31 @@ def test_attack_names_the_images_of_its_targeted_table_and_lists_its_files(tmp_p
     title = [line for line in text.splitlines() if "targeted I-FGSM" in line]
     assert title and "test images not of class 0)" in title[0]  # the title on one line, with its count
     assert "(clean.csv, fgsm.csv, fgsm.png, ifgsm.csv, ifgsm.png, summary.json; models/, units/)" in flat
+
+
+def test_the_python_api_writes_standard_json_for_one_split(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from uncertain_agents.regression import UCIConfig, write_run
+
+    frame = pd.DataFrame({"split": [0], "test_nll": [2.5], "test_rmse": [3.0], "seconds": [1.0]})
+    write_run(frame, UCIConfig(dataset="yacht", posterior="map"), tmp_path)
+    text = (tmp_path / "summary.json").read_text()
+    assert "NaN" not in text
+    json.loads(text, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def test_ctrl_c_in_a_grid_speaks_of_cells_and_the_grid_folder(tmp_path, monkeypatch, capsys):
+    import uncertain_agents.grid as grid_module
+    from uncertain_agents.cli import main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(grid_module, "run_grid", interrupted)
+    spec = Path(__file__).resolve().parents[1] / "experiments" / "specs" / "smoke.toml"
+    assert main(["grid", "run", str(spec), "--out", str(tmp_path / "g")]) == 130
+    err = " ".join(capsys.readouterr().err.split())
+    assert "finished cells are kept in the grid folder" in err and "run folder" not in err

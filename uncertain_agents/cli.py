@@ -53,8 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        _error("interrupted — finished units are kept in the run folder; run the same command again to resume",
-               tag="stopped")
+        kept = "finished cells are kept in the grid folder" if getattr(args, "command", None) == "grid" else \
+            "finished units are kept in the run folder"
+        _error(f"interrupted — {kept}; run the same command again to resume", tag="stopped")
         return 130
     except TrainingDivergedError as err:
         _error(f"{err} — finished units are kept in the run folder")

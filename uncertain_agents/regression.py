@@ -14,7 +14,7 @@ import torch
 from .datasets.uci import UCIDataset
 from .metrics import regression_metrics
 from .registry import make_posterior, resolve_name
-from .runs import atomic_write_csv, atomic_write_text
+from .runs import atomic_write_csv, atomic_write_text, json_safe
 
 
 @dataclass
@@ -88,7 +88,7 @@ def write_run(frame: pd.DataFrame, config: UCIConfig, out_dir) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_csv(out / "splits.csv", frame)
     summary = {"config": asdict(config), **summarize(frame)}
-    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    atomic_write_text(out / "summary.json", json.dumps(json_safe(summary), indent=2, default=str))
     return out
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import platform
 import shutil
@@ -369,3 +370,24 @@ class RunFolder:
     def write_figure(self, name: str, figure, **kwargs) -> Path:
         """A matplotlib figure saved atomically as ``name``."""
         return atomic_save_figure(self.path / name, figure, **kwargs)
+
+
+def json_safe(value):
+    """``value`` with every non-finite float (the s.e. of one trial or one split is NaN) as ``None``,
+    so that the JSON written is standard JSON (``null``), which every reader parses, not ``NaN``."""
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(value, np.floating):
+            return json_safe(float(value))
+        if isinstance(value, np.integer):
+            return int(value)
+    except ImportError:  # pragma: no cover
+        pass
+    return value

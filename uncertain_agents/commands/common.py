@@ -5,7 +5,7 @@ import argparse
 import math
 import re
 
-from ..runs import available_cores
+from ..runs import available_cores, json_safe  # noqa: F401  (json_safe: the commands import it from here)
 from ..validation import MAX_SEED
 
 
@@ -141,27 +141,6 @@ def add_no_progress_argument(parser: argparse.ArgumentParser) -> None:
 
 
 DEVICE_HELP = "torch device, e.g. cpu, cuda or cuda:1 (default: cpu)"
-
-
-def json_safe(value):
-    """``value`` with every non-finite float (the s.e. of one trial or one split is NaN) as ``None``,
-    so that the JSON written is standard JSON (``null``), which every reader parses, not ``NaN``."""
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    try:
-        import numpy as np
-
-        if isinstance(value, np.floating):
-            return json_safe(float(value))
-        if isinstance(value, np.integer):
-            return int(value)
-    except ImportError:  # pragma: no cover
-        pass
-    return value
 
 
 def config_differences(path, config: dict, most: int = 6) -> str:
