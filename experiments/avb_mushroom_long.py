@@ -20,8 +20,8 @@ decisions (a trace adds a few seconds per line).
 """
 from __future__ import annotations
 
+import argparse
 import ast
-import sys
 import time
 
 import numpy as np
@@ -52,8 +52,15 @@ def snapshot(agent: ThompsonSampling, x_all: torch.Tensor, edible: np.ndarray) -
 
 
 def main() -> None:
-    options, trial, steps = ast.literal_eval(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-    every = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("options", type=ast.literal_eval, help="avb's options, a Python dict literal ('{}': defaults)")
+    parser.add_argument("trial", type=int, help="environment, posterior and agent seed")
+    parser.add_argument("steps", type=int, help="decisions")
+    parser.add_argument("every", type=int, nargs="?", default=0, help="print a trace line every EVERY decisions")
+    args = parser.parse_args()
+    if not isinstance(args.options, dict):
+        parser.error(f"options must be a dict literal, not {args.options!r}")
+    options, trial, steps, every = args.options, args.trial, args.steps, args.every
     torch.set_num_threads(1)
     env = make_env("mushroom", steps=steps)
     post = ua.make_posterior("avb", in_dim=int(env.observation_space.shape[0]), out_dim=2, seed=trial, **options)

@@ -1036,6 +1036,8 @@ def print_table(table: pd.DataFrame, seconds: float) -> None:
 
 
 def write_markdown(table: pd.DataFrame, outcomes: list[Outcome], path: Path, command: str) -> None:
+    from uncertain_agents.runs import atomic_write_text
+
     lines = ["# Bad inputs a new user might give", "",
              f"Produced by `{command}` (in-process CLI calls and public-API calls on files built in a "
              "temporary folder; offline).", "",
@@ -1060,8 +1062,7 @@ def write_markdown(table: pd.DataFrame, outcomes: list[Outcome], path: Path, com
     for o in outcomes:
         mark = "" if o.clear else "**bad** "
         lines.append(f"| {o.case.category} | {escape_md(o.case.label)} | {mark}{escape_md(o.detail[:200])} |")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def escape_md(text: str) -> str:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import compare  # noqa: E402
 
 import uncertain_agents as ua  # noqa: E402
-from uncertain_agents.runs import atomic_write_text  # noqa: E402
+from uncertain_agents.runs import atomic_write_text, run_manifest  # noqa: E402
 
 
 def plain_loop(x, y, hidden, batch, steps):
@@ -85,7 +85,7 @@ def main() -> None:
     for name, s in per_step.items():
         print(f"  {name:28s} {s * 1e6:9.0f} µs/step   {s / base:6.2f}×")
     if args.json:
-        atomic_write_text(args.json, json.dumps({"device": str(device), "threads": threads,
+        atomic_write_text(args.json, json.dumps({"manifest": run_manifest(), "device": str(device), "threads": threads,
                                                  "us_per_step": {k: v * 1e6 for k, v in per_step.items()},
                                                  "ratio_to_plain": {k: v / base for k, v in per_step.items()}},
                                                 indent=2))

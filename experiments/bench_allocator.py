@@ -107,9 +107,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{med('default', name, 'minor_faults_per_step'):>7.0f} → {med('kept', name, 'minor_faults_per_step'):<4.0f}"
               f"{med('default', name, 'sys_us_per_step'):>7.0f} → {med('kept', name, 'sys_us_per_step'):<4.0f}{ratios:>34}")
     if args.out:
-        from uncertain_agents.runs import atomic_write_text
+        from uncertain_agents.runs import atomic_write_text, run_manifest
 
-        atomic_write_text(args.out, json.dumps({"args": vars(args), "runs": runs}, indent=2) + "\n")
+        atomic_write_text(args.out, json.dumps({"manifest": run_manifest(), "args": vars(args), "runs": runs},
+                                               indent=2) + "\n")
     return 0
 
 

@@ -32,7 +32,7 @@ import torch
 
 from uncertain_agents.agents import make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env, run_thompson_trials
-from uncertain_agents.runs import atomic_write_text
+from uncertain_agents.runs import atomic_write_text, run_manifest
 
 
 def profile_method(method: str, decisions: int, device: str, top: int) -> dict:
@@ -117,7 +117,8 @@ def main(argv=None) -> int:
         results.append(r)
     if args.out is not None:
         from uncertain_agents.posteriors import function_prior
-        atomic_write_text(args.out, json.dumps({"device": args.device, "torch": torch.__version__,
+        atomic_write_text(args.out, json.dumps({"manifest": run_manifest(), "device": args.device,
+                                                "torch": torch.__version__,
                                                 "host_eigh_max_dim": function_prior.HOST_EIGH_MAX_DIM,
                                                 "results": results}, indent=1))
     return 0

@@ -34,6 +34,7 @@ from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.agents.host_functions import HostFunctions
 from uncertain_agents.agents.lockstep import _DrawnFunctions
 from uncertain_agents.posteriors.trials import make_trial_posterior
+from uncertain_agents.runs import atomic_write_text, run_manifest
 
 
 def _posterior(method: str, env_name: str, trials: int, device: str):
@@ -135,10 +136,8 @@ def main() -> None:
                   f"{args.trials}×{args.window}; same actions", flush=True)
             rows.append(row)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
-        tmp.replace(args.out)
+        atomic_write_text(args.out, json.dumps({"manifest": run_manifest(), "torch": torch.__version__, "rows": rows},
+                                               indent=1))
 
 
 if __name__ == "__main__":

@@ -99,9 +99,10 @@ def main(argv=None) -> int:
               f"{r['ops_per_step_batched']:9.0f} {r['ms_per_step_trials_one_by_one']:20.1f} "
               f"{r['ms_per_step_batched']:9.1f}", flush=True)
     if args.out is not None:
-        from uncertain_agents.runs import atomic_write_text
+        from uncertain_agents.runs import atomic_write_text, run_manifest
 
-        atomic_write_text(args.out, json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+        atomic_write_text(args.out, json.dumps({"manifest": run_manifest(), "torch": torch.__version__,
+                                                "threads": torch.get_num_threads(),
                                                 "args": vars(args) | {"out": str(args.out)},
                                                 "results": results}, indent=1))
     return 0
