@@ -225,15 +225,18 @@ def test_a_refused_run_names_what_differs(tmp_path, capsys):
     assert "--force" in err
 
 
-def test_config_differences_reads_the_folder_and_stays_short(tmp_path):
-    from uncertain_agents.commands.common import config_differences
+def test_config_differences_name_what_changed_and_stay_short(tmp_path):
+    from uncertain_agents.runs import RunFolder, config_differences
 
-    (tmp_path / "config.json").write_text(json.dumps({"config": {"a": 1, "b": [1, 2], "seeding": 2}}))
-    assert config_differences(tmp_path, {"a": 1, "b": [1, 2, 3], "c": "x"}) == \
+    previous = {"a": 1, "b": [1, 2], "seeding": 2}
+    assert config_differences(previous, {"a": 1, "b": [1, 2, 3], "c": "x", "seeding": 2}) == \
         "b [1, 2] in the folder, [1, 2, 3] now; c (not set) in the folder, \"x\" now"
     many = {f"k{i}": i for i in range(10)}
-    assert config_differences(tmp_path, many, most=3).endswith("and 9 more")
-    assert config_differences(tmp_path / "missing", {"a": 2}) == ""
+    assert config_differences(previous, many, most=3).endswith("and 9 more")
+    assert config_differences(previous, {**previous, "seeding": 1}) == ""
+    RunFolder(tmp_path / "run", {"a": 1})                    # the Python API's refusal names them too
+    with pytest.raises(ValueError, match=r"holds a different run \(a 1 in the folder, 2 now\)"):
+        RunFolder(tmp_path / "run", {"a": 2})
 
 
 def test_ctrl_c_in_bench_and_check_does_not_promise_a_resume(monkeypatch, capsys):

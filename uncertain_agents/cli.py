@@ -47,12 +47,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if os.environ.get("UNCERTAIN_AGENTS_DEBUG"):
         return int(args.func(args) or 0)
+    from .commands.common import Interrupted
     from .posteriors.training import TrainingDivergedError
     from .registry import PluginImportError
 
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
+        if isinstance(err, Interrupted):  # the command's own message (bench, check: nothing kept)
+            _error(f"interrupted — {err}", tag="stopped")
+            return 130
         kept = "finished cells are kept in the grid folder" if getattr(args, "command", None) == "grid" else \
             "finished units are kept in the run folder"
         _error(f"interrupted — {kept}; run the same command again to resume", tag="stopped")

@@ -274,6 +274,25 @@ def record_run(out, argv=None) -> Path:
     return path
 
 
+def config_differences(previous: dict, current: dict, most: int = 6) -> str:
+    """What differs between two run configurations (JSON values; the seeding scheme left out, which
+    :class:`RunFolder` names on its own): ``"epochs 1 in the folder, 2 now; ..."`` for at most ``most``
+    keys (then ``"and N more"``); ``""`` when only the seeding scheme differs."""
+    missing = object()
+
+    def shown(value) -> str:
+        text = "(not set)" if value is missing else json.dumps(value, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    keys = [k for k in sorted(set(previous) | set(current))
+            if k != "seeding" and previous.get(k, missing) != current.get(k, missing)]
+    parts = [f"{k} {shown(previous.get(k, missing))} in the folder, {shown(current.get(k, missing))} now"
+             for k in keys[:most]]
+    if len(keys) > most:
+        parts.append(f"and {len(keys) - most} more")
+    return "; ".join(parts)
+
+
 class RunFolder:
     """The folder of one CLI run: its configuration and the units (trials, splits, ...) it
     has finished, each written atomically as it finishes.
@@ -322,6 +341,8 @@ class RunFolder:
             return True
         if not force:
             what = "a different run" if previous is not None else "files that are not a run of this command"
+            if isinstance(previous, dict) and (differences := config_differences(previous, self.config)):
+                what = f"a different run ({differences})"
             if isinstance(previous, dict) and {**previous, "seeding": self.config["seeding"]} == self.config:
                 what = (f"this run made with the random streams of seeding scheme {previous.get('seeding', 1)} "
                         f"(before session 33; today's is {self.config['seeding']}), whose results would mix with "

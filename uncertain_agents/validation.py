@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import numbers
-import warnings
 from collections.abc import Sequence
 from typing import Union
 
@@ -23,7 +22,7 @@ _WIDE_UNSIGNED = tuple(getattr(torch, n) for n in ("uint16", "uint32", "uint64")
 
 def _numpy_to_tensor(value) -> Tensor:
     """``torch.as_tensor`` of a numpy array / nested list / number, for every array numpy makes:
-    negative strides (``a[::-1]``, ``np.flip``) are copied, and unsigned integers wider than 8 bits
+    negative strides (``a[::-1]``, ``np.flip``) and read-only arrays are copied, and unsigned integers wider than 8 bits
     become int64 (float64 for uint64 values beyond int64)."""
     arr = np.asarray(value)
     if arr.dtype.kind == "u" and arr.itemsize > 1:
@@ -31,11 +30,10 @@ def _numpy_to_tensor(value) -> Tensor:
         arr = arr.astype(np.int64 if fits else np.float64)
     elif any(stride < 0 for stride in arr.strides):
         arr = arr.copy()
-    if not arr.flags.writeable:  # a read-only view (a pandas Series, np.broadcast_to): never written
-        # here, so torch's warning about writing through it does not apply; no copy of the data
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-            return torch.as_tensor(arr)
+    if not arr.flags.writeable:  # a read-only view (a pandas Series, np.broadcast_to): torch warns that
+        # it cannot protect such memory, so it is copied (silencing the warning instead would change the
+        # process's warning filters, which is not thread-safe, on every call)
+        arr = arr.copy()
     return torch.as_tensor(arr)
 
 

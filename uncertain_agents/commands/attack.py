@@ -72,9 +72,9 @@ def report_values(values, most: int) -> list:
 
 
 def _table(frame, key: str, most: int, title: str, columns):
-    from rich.table import Table
+    from .common import titled_table
 
-    table = Table(title=title, min_width=len(title) + 2)  # a title wider than its table would wrap
+    table = titled_table(title)
     table.add_column("posterior", overflow="fold", max_width=28)
     for col in (key, *columns):
         header = HEADERS.get(col, col)
@@ -86,9 +86,9 @@ def _table(frame, key: str, most: int, title: str, columns):
 
 
 def _clean_table(frame, title: str):
-    from rich.table import Table
+    from .common import titled_table
 
-    table = Table(title=title, min_width=len(title) + 2)
+    table = titled_table(title)
     table.add_column("posterior", overflow="fold", max_width=28)
     for col in ("clean_accuracy", "train_seconds"):
         table.add_column(col, justify="right", no_wrap=True)
@@ -110,8 +110,9 @@ def run(args) -> int:
     from attacks.fgsm import DEFAULT_EPSILONS
 
     from ..network import ACTIVATIONS
+    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         open_run_folder, unit_name)
+                         unit_name)
 
     # every argument is checked before any work starts (and before the run folder records them)
     choices = [parse_posterior(text) for text in args.posterior]
@@ -165,7 +166,7 @@ def run(args) -> int:
     config["load"] = None if load is None else str(load)
     config["epsilons"] = list(epsilons)
     out = Path(args.out)
-    folder = open_run_folder(out, config, force=args.force)
+    folder = RunFolder(out, config, force=args.force)
     console = Console()
     if note:
         console.print(note)

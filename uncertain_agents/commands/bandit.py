@@ -91,8 +91,9 @@ def run(args) -> int:
     from ..agents.experiment import (agent_specs, make_env, parallel_mode, plot_regret, resolve_env,
                                      run_experiment, summarize, trials_batchable)
     from ..agents.factory import POSTERIOR_AGENTS
+    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         json_safe, open_run_folder, unit_name)
+                         json_safe, unit_name)
 
     # every argument is checked before any work starts
     env_name = resolve_env(args.env)
@@ -146,7 +147,7 @@ def run(args) -> int:
     if batched:
         config["trial_batched"] = batched
     out = args.out or Path("runs") / f"bandit-{env_name}"
-    folder = open_run_folder(out, config, force=args.force)
+    folder = RunFolder(out, config, force=args.force)
     console = Console()
     if unused:
         console.print(escape(f"note: {' and '.join(unused)} not used: --posterior and --option apply only to the "

@@ -91,7 +91,7 @@ def run(args) -> int:
 
     from ..bench import available_peers, get_network, run_bench
     from ..runs import atomic_write_text, run_manifest
-    from .common import interrupted
+    from .common import Interrupted
 
     names, threads, note = check_args(args)
     net = get_network(args.network)
@@ -110,7 +110,7 @@ def run(args) -> int:
                                peers=args.peers, device=args.device,
                                progress=None if status is None else (lambda text: status.update(text)))
     except KeyboardInterrupt:  # nothing is kept, nothing resumes: say so (not the run-folder message)
-        return interrupted("bench wrote nothing; run it again to measure from the start")
+        raise Interrupted("bench wrote nothing; run it again to measure from the start") from None
     result["manifest"] = run_manifest()
 
     table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}"

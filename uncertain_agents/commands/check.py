@@ -21,11 +21,10 @@ def register(sub) -> None:
 def run(args) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     from ..checks import PosteriorCheckError, check_posterior
     from ..registry import POSTERIORS, PluginImportError
-    from .common import check_device, interrupted
+    from .common import Interrupted, check_device, titled_table
 
     device = check_device(args.device)
     options = dict(parse_key_value(text) for text in args.option)
@@ -37,8 +36,7 @@ def run(args) -> int:
         except PluginImportError as err:  # every posterior that did register is still checked
             failed_plugins, names = err.failures, POSTERIORS.loaded_names()
     likelihoods = ("gaussian", "categorical") if args.likelihood == "both" else (args.likelihood,)
-    title = f"check_posterior ({', '.join(likelihoods)}; {device})"
-    table = Table(title=title, min_width=len(title) + 2)
+    table = titled_table(f"check_posterior ({', '.join(likelihoods)}; {device})")
     table.add_column("posterior")
     table.add_column("result")
     for plugin, message in failed_plugins.items():
@@ -48,7 +46,7 @@ def run(args) -> int:
         try:
             check_posterior(name, device=device, likelihoods=likelihoods, **options)
         except KeyboardInterrupt:  # a check keeps nothing and resumes nothing (not the run-folder message)
-            return interrupted(f"stopped at {name}; check wrote nothing")
+            raise Interrupted(f"stopped at {name}; check wrote nothing") from None
         except PosteriorCheckError as err:
             broken += 1
             table.add_row(name, f"[red]{escape(str(err))}[/red]")  # messages hold [n, D]-like text

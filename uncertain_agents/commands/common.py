@@ -143,57 +143,15 @@ def add_no_progress_argument(parser: argparse.ArgumentParser) -> None:
 DEVICE_HELP = "torch device, e.g. cpu, cuda or cuda:1 (default: cpu)"
 
 
-def config_differences(path, config: dict, most: int = 6) -> str:
-    """What differs between the run recorded in ``path/config.json`` and ``config`` (as the run
-    folder compares them): ``"epochs 1 in the folder, 2 now; ..."``; ``""`` when nothing can be said."""
-    import json
-    from pathlib import Path
+def titled_table(title: str, **kwargs):
+    """A ``rich`` table whose title stays on one line (as far as the console is wide): a title
+    wider than its table's columns would otherwise wrap to the columns' width."""
+    from rich.table import Table
 
-    try:
-        previous = json.loads((Path(path) / "config.json").read_text()).get("config")
-    except (OSError, ValueError, AttributeError):
-        return ""
-    if not isinstance(previous, dict):
-        return ""
-    current = json.loads(json.dumps(config, default=str))
-    missing = object()
-
-    def shown(value) -> str:
-        text = "(not set)" if value is missing else json.dumps(value, ensure_ascii=False)
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    keys = [k for k in sorted(set(previous) | set(current))
-            if k != "seeding" and previous.get(k, missing) != current.get(k, missing)]
-    parts = [f"{k} {shown(previous.get(k, missing))} in the folder, {shown(current.get(k, missing))} now"
-             for k in keys[:most]]
-    if len(keys) > most:
-        parts.append(f"and {len(keys) - most} more")
-    return "; ".join(parts)
+    return Table(title=title, min_width=len(title) + 2, **kwargs)
 
 
-def open_run_folder(out, config: dict, *, force: bool = False):
-    """:class:`~uncertain_agents.runs.RunFolder` ``(out, config, force=force)``; when ``out`` holds a
-    different run, the refusal also names the settings that differ (``--epochs 1`` then ``2``)."""
-    from ..runs import RunFolder
-
-    try:
-        return RunFolder(out, config, force=force)
-    except ValueError as err:
-        text = str(err)
-        marker = "holds a different run;"
-        if marker not in text:
-            raise
-        what = config_differences(out, config)
-        if not what:
-            raise
-        raise ValueError(text.replace(marker, f"holds a different run ({what});", 1)) from None
-
-
-def interrupted(what: str) -> int:
-    """Ctrl-C in a command that keeps no run folder: one line on stderr saying so (the generic
-    message speaks of finished units and resuming, which such a command has not); returns 130."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True).print(f"[bold red]stopped:[/] {escape('interrupted — ' + what)}", soft_wrap=True)
-    return 130
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C in a command whose message is not the run-folder one (``bench`` and ``check`` keep
+    nothing and resume nothing): raised with that message, which :func:`uncertain_agents.cli.main`
+    prints in place of its own (exit 130)."""

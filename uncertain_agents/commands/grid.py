@@ -119,10 +119,9 @@ def _table(args) -> int:
 
 
 def _print_table(out: Path, console, markdown=None, command=None) -> None:
-    from rich.table import Table
-
-    from ..grid import grid_table
+    from ..grid import grid_table, sweep_names
     from ..grid.table import display_frame, shown_tables
+    from .common import titled_table
 
     table = grid_table(out, markdown=markdown, command=command)
     if table.empty:
@@ -134,12 +133,12 @@ def _print_table(out: Path, console, markdown=None, command=None) -> None:
     frames = [(f"{out} (mean ± s.e.)", shown)]
     frames += [(f"{out}: against {axis} (mean ± s.e.)", display_frame(long, bases)) for axis, long, bases in longs]
     for title, shown in frames:
-        view = Table(title=title)
+        view = titled_table(title)
         for col in shown.columns:  # folded, never cut: a cut label or metric name ("ifgsm_a…") names nothing
             view.add_column(str(col), overflow="fold")
         for row in shown.itertuples(index=False):
             view.add_row(*(str(v) for v in row))
         console.print(view)
-    figures = ["sweeps" if i == 0 else f"sweeps_{axis}" for i, (axis, _, _) in enumerate(longs)]
+    figures = sweep_names([axis for axis, _, _ in longs])
     written = ["table.csv", "table.md", "cells.csv", *(f"table_{f}.csv" for f in figures), *(f"{f}.png" for f in figures)]
     console.print(f"written: {out}/{', '.join(written)}" + (f", {markdown}" if markdown else ""), soft_wrap=True)

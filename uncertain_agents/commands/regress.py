@@ -48,14 +48,14 @@ def run(args) -> int:
     import pandas as pd
     import torch
     from rich.console import Console
-    from rich.table import Table
 
     from ..datasets.uci import UCIDataset
     from ..network import ACTIVATIONS
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
+    from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         json_safe, open_run_folder, unit_name)
+                         json_safe, titled_table, unit_name)
 
     # every argument is checked before any work starts
     options = dict(parse_key_value(o) for o in args.option)
@@ -88,7 +88,7 @@ def run(args) -> int:
                        lr=args.lr, n_samples=args.n_samples, splits=splits, seed=args.seed,
                        device=args.device, options=options)
     out = Path(args.out or f"runs/regress-{data.name}-{name}")
-    folder = open_run_folder(out, asdict(config), force=args.force)
+    folder = RunFolder(out, asdict(config), force=args.force)
     console = Console()
     if note:
         console.print(note)
@@ -114,9 +114,9 @@ def run(args) -> int:
     folder.write_figure("splits.png", figure, dpi=110)
     plt.close(figure)
     title = f"{data.name} · {name} · {s['n_splits']} split(s)"
-    table = Table(title=title, min_width=len(title) + 2,
-                  caption=f"mean and standard error over {s['n_splits']} splits" if s["n_splits"] > 1
-                  else "one split: no standard error")
+    table = titled_table(title,
+                         caption=f"mean and standard error over {s['n_splits']} splits" if s["n_splits"] > 1
+                         else "one split: no standard error")
     for col in ("metric", "mean", "± s.e."):
         table.add_column(col)
     for label, key in (("test NLL (nats)", "test_nll"), ("test RMSE", "test_rmse")):

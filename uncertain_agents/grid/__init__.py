@@ -174,6 +174,12 @@ def _same_number(value, text) -> bool:
         return False
 
 
+def sweep_names(axes: list[str]) -> list[str]:
+    """The file stems of a grid's swept metrics, one per sweep axis in order: ``sweeps`` for the first
+    (``table_sweeps.csv``, ``sweeps.png``), ``sweeps_<axis>`` for the others."""
+    return ["sweeps" if i == 0 else f"sweeps_{axis}" for i, axis in enumerate(axes)]
+
+
 def grid_table(out, *, write: bool = True, markdown=None, command: str | None = None) -> pd.DataFrame:
     """Aggregate the finished cells of the grid in ``out`` (mean ± s.e. over the replicate
     key), with the published numbers beside them when the spec has a ``[reference]``.
@@ -207,7 +213,7 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         shown = add_reference(shown, spec.reference, base)
     sections = [to_markdown(shown)]
     sections += [f"Against {axis}:\n\n" + to_markdown(display_frame(long, bases)) for axis, long, bases in longs]
-    figure_names = [("sweeps" if i == 0 else f"sweeps_{axis}") for i, (axis, _, _) in enumerate(longs)]
+    figure_names = sweep_names([axis for axis, _, _ in longs])
     if write:
         atomic_write_text(out / "cells.csv", frame.to_csv(index=False))
         atomic_write_text(out / "table.csv", table.to_csv(index=False))
