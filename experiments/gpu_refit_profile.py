@@ -32,6 +32,7 @@ import torch
 
 from uncertain_agents.agents import make_agent, run_bandit
 from uncertain_agents.agents.experiment import make_env, run_thompson_trials
+from uncertain_agents.posteriors.cuda_graphs import cuda_graph_status
 from uncertain_agents.runs import atomic_write_text, run_manifest
 
 
@@ -52,8 +53,8 @@ def profile_method(method: str, decisions: int, device: str, top: int) -> dict:
     pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(top)
     return {"method": method, "decisions": decisions, "refits": refits, "seconds": seconds,
             "ms_per_refit": 1e3 * seconds / max(refits, 1),
-            "captures": getattr(agent.posterior, "_cuda_graph_captures", 0),
-            "capture_failure": getattr(agent.posterior, "_cuda_graph_failure", None), "profile": text.getvalue()}
+            "captures": cuda_graph_status(agent.posterior)["captures"],
+            "capture_failure": cuda_graph_status(agent.posterior)["failure"], "profile": text.getvalue()}
 
 
 def profile_batched(method: str, trials: int, env_name: str, decisions: int, device: str, top: int) -> dict:

@@ -32,7 +32,7 @@ from _timing import CountOps  # noqa: E402  (experiments/ is the script's folder
 
 from uncertain_agents.agents.experiment import make_env
 from uncertain_agents.agents.host_functions import HostFunctions
-from uncertain_agents.agents.lockstep import _DrawnFunctions
+from uncertain_agents.agents.lockstep import DrawnFunctions
 from uncertain_agents.posteriors.trials import make_trial_posterior
 from uncertain_agents.runs import atomic_write_text, run_manifest
 
@@ -74,7 +74,7 @@ def _one_at_a_time(post, envs, seeds, window, gen_seed):
 
 def _windowed(post, envs, seeds, window, gen_seed):
     t0 = time.perf_counter()
-    functions = _DrawnFunctions(post, window, _generator(post, gen_seed))
+    functions = DrawnFunctions(post, window, _generator(post, gen_seed))
     _sync(post)
     t1 = time.perf_counter()
     for env, s in zip(envs, seeds):

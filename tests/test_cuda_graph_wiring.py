@@ -304,3 +304,13 @@ def test_set_group_lr_writes_a_tensor_rate_in_place():
     plain = {"lr": 0.1}
     set_group_lr(plain, 0.05)
     assert plain["lr"] == 0.05
+
+
+def test_cuda_graph_status_of_a_cpu_posterior_reports_no_capture():
+    from uncertain_agents.posteriors.cuda_graphs import cuda_graph_status
+
+    post = ua.make_posterior("mfvi", in_dim=2, out_dim=1, hidden=(4,), seed=0)
+    post.fit(torch.randn(8, 2), torch.randn(8, 1), steps=2, batch_size=4)
+    assert cuda_graph_status(post) == {"captures": 0, "failure": None}
+    post._cuda_graph_failure = "RuntimeError: x"     # what a failed capture records
+    assert cuda_graph_status(post) == {"captures": 0, "failure": "RuntimeError: x"}

@@ -75,7 +75,7 @@ class _DeviceRows:
         return self.x[:, :self.n], self.y[:, :self.n], self.mask[:, :self.n]
 
 
-class _DrawnFunctions:
+class DrawnFunctions:
     """The functions drawn for every trial after a refit, on the posterior's device: decision
     ``i`` of a window acts greedily on the next unused function of its trial, and a whole
     window of every trial is one batched forward."""
@@ -191,7 +191,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
     expected = np.empty((R, steps))
     for env, s in zip(envs, seeds):
         env.reset(seed=s)
-    functions: _DrawnFunctions | None = None
+    functions: DrawnFunctions | None = None
     n_fits, reported, t = 0, 0, 0
     while t < steps:
         # a window: decisions up to the next refit, progress report, or episode end, whichever
@@ -211,7 +211,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
             chosen_on_device = torch.from_numpy(np.ascontiguousarray(chosen)).to(posterior.device)
         else:
             if functions is None:
-                functions = _DrawnFunctions(posterior, train_every, generator)
+                functions = DrawnFunctions(posterior, train_every, generator)
             chosen_on_device = functions.greedy(x)
             chosen = chosen_on_device.cpu().numpy()
         for r, env in enumerate(envs):

@@ -52,6 +52,13 @@ WARMUP_STEPS = 3
 REFIT_WARMUP_STEPS = 1
 
 
+def cuda_graph_status(post: "Posterior") -> dict:
+    """``{"captures": n, "failure": text or None}``: how many training steps ``post`` has captured in
+    CUDA graphs so far, and why its last capture failed (after a failure it trains eagerly). A
+    diagnostic for profiles and tests; a CPU posterior reports ``{"captures": 0, "failure": None}``."""
+    return {"captures": getattr(post, "_cuda_graph_captures", 0), "failure": getattr(post, "_cuda_graph_failure", None)}
+
+
 def warmup_steps(post: "Posterior") -> int:
     """Eager steps before this phase's capture: :data:`WARMUP_STEPS` until the posterior's first
     capture, :data:`REFIT_WARMUP_STEPS` after it."""
