@@ -28,11 +28,10 @@ def _numpy_to_tensor(value) -> Tensor:
     if arr.dtype.kind == "u" and arr.itemsize > 1:
         fits = arr.itemsize < 8 or arr.size == 0 or int(arr.max()) <= np.iinfo(np.int64).max
         arr = arr.astype(np.int64 if fits else np.float64)
-    elif any(stride < 0 for stride in arr.strides):
-        arr = arr.copy()
-    if not arr.flags.writeable:  # a read-only view (a pandas Series, np.broadcast_to): torch warns that
-        # it cannot protect such memory, so it is copied (silencing the warning instead would change the
-        # process's warning filters, which is not thread-safe, on every call)
+    elif not arr.flags.writeable or any(stride < 0 for stride in arr.strides):
+        # torch takes neither negative strides nor, without a warning, read-only memory (a pandas
+        # Series, np.broadcast_to); silencing the warning instead would change the process's warning
+        # filters on every call, which is not thread-safe
         arr = arr.copy()
     return torch.as_tensor(arr)
 
