@@ -18,9 +18,11 @@ def test_tiny_run_prints_table_and_writes_json(tmp_path, capsys):
     rc = main(["bench", "--network", "boston", "--posteriors", "mfvi", "map", "--rounds", "1", "--steps", "2",
                "--act-calls", "20", "--out", str(out)])
     assert rc == 0
-    printed = capsys.readouterr().out
-    for text in ("posterior", "plain PyTorch", "mfvi", "map", "13-50-1"):
+    captured = capsys.readouterr()
+    printed = captured.out
+    for text in ("posterior", "plain PyTorch", "mfvi", "map", "13-50-1", f"wrote {out}"):
         assert text in printed
+    assert "plain PyTorch" not in captured.err  # the tables on stdout only, the spinner on stderr
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["torch_version"] == torch.__version__
     assert result["threads"] >= 1 and result["network"]["name"] == "boston" and result["network"]["batch"] == 32
@@ -41,13 +43,49 @@ def test_comma_list_aliases_and_peers_note(tmp_path, capsys):
     rc = main(["bench", "--network", "boston", "--posteriors", "map,map", "--rounds", "1", "--steps", "1",
                "--act-calls", "5", "--peers", "--threads", "64", "--out", str(out)])
     assert rc == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    notes = captured.err  # notes on stderr, with the spinner: stdout holds the results alone
     result = json.loads(out.read_text())
     assert [e["posterior"] for e in result["posteriors"]] == ["map"]
     assert result["peers"]["requested"] is True
     for peer in result["peers"]["skipped"]:
-        assert peer.replace("_", "-") in printed
-    assert "lowered" in printed  # --threads capped at the cores
+        assert peer.replace("_", "-") in notes
+    assert "lowered" in notes and "lowered" not in captured.out  # --threads capped at the cores
+    assert "plain PyTorch" in captured.out
+
+
+def _wide_table(label: str):
+    from rich.table import Table
+
+    table = Table(title="timings")
+    for col in ("posterior", "step µs", "ratio to plain", "predict ms", "ratio", "act µs (median)"):
+        table.add_column(col)
+    table.add_row(label, "16073", "12.09×", "158.0", "11.00×", "1234")
+    return table
+
+
+def test_piped_report_is_as_wide_as_its_widest_table_at_least_the_default(monkeypatch, capsys):
+    """Off a terminal the tables neither wrap nor cut a label (they did at 80 columns), and the
+    report is no wider than they need (it was a fixed 150 columns); a narrow one keeps $COLUMNS."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from uncertain_agents.commands.bench import _report_console
+
+    monkeypatch.setenv("COLUMNS", "80")  # what rich uses when the output is not a terminal
+    label = "bb-alpha:alpha=0,train_samples=1"
+    wide = _wide_table(label)
+    needed = Console(width=1000).measure(wide).maximum
+    assert needed > 80
+    narrow = Table("posterior", title="narrow")
+    narrow.add_row("map")
+    console = _report_console([narrow, wide])
+    assert console.width == needed
+    console.print(wide)
+    lines = capsys.readouterr().out.splitlines()
+    assert any(label in line for line in lines)  # whole, on one line
+    assert max(len(line.rstrip()) for line in lines) == needed
+    assert _report_console([narrow]).width == 80
 
 
 @pytest.mark.parametrize("argv, message", [

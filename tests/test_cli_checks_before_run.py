@@ -123,7 +123,7 @@ def test_attack_resumes_whatever_way_out_data_dir_and_load_are_spelled(tmp_path,
     for out in ("att/", str(tmp_path / "att"), "./att"):
         capsys.readouterr()
         assert main([*ATTACK, "--out", out, "--data-dir", "elsewhere"]) == 0, capsys.readouterr().err
-        assert "finished in an earlier run" in capsys.readouterr().out
+        assert "finished in an earlier run" in capsys.readouterr().err  # a status line
     assert calls == ["load_or_train"]                  # nothing trained again
     config = json.loads((tmp_path / "att" / "config.json").read_text())["config"]
     assert "out" not in config and "data_dir" not in config and config["load"] is None
@@ -131,7 +131,7 @@ def test_attack_resumes_whatever_way_out_data_dir_and_load_are_spelled(tmp_path,
     assert main([*ATTACK, "--out", "loaded", "--load", "att/models"]) == 0
     capsys.readouterr()
     assert main([*ATTACK, "--out", "loaded", "--load", str(tmp_path / "att" / "models") + "/"]) == 0
-    assert "finished in an earlier run" in capsys.readouterr().out
+    assert "finished in an earlier run" in capsys.readouterr().err  # a status line
     assert json.loads((tmp_path / "loaded" / "config.json").read_text())["config"]["load"] == \
         str((tmp_path / "att" / "models").resolve())
     # what changes the results still makes a different run
@@ -149,7 +149,7 @@ def test_bandit_batched_run_is_not_resumed_by_a_per_trial_mode(tmp_path, capsys)
         assert main([*BANDIT, "--parallel", mode, "--out", out]) == 2
         assert "different run" in capsys.readouterr().err
     assert main([*BANDIT, "--parallel", "batched", "--out", out]) == 0
-    assert "already finished" in " ".join(capsys.readouterr().out.split())
+    assert "already finished" in " ".join(capsys.readouterr().err.split())
 
 
 def test_bandit_per_trial_modes_stay_interchangeable(tmp_path, capsys):
@@ -161,12 +161,12 @@ def test_bandit_per_trial_modes_stay_interchangeable(tmp_path, capsys):
     for mode in ("threads", "auto"):
         capsys.readouterr()
         assert main([*BANDIT, "--parallel", mode, "--out", out]) == 0
-        assert "already finished" in " ".join(capsys.readouterr().out.split())
+        assert "already finished" in " ".join(capsys.readouterr().err.split())
     linear = [*BANDIT, "--agent", "linear", "--out", str(tmp_path / "linear")]
     assert main([*linear, "--parallel", "batched"]) == 0
     capsys.readouterr()
     assert main([*linear, "--parallel", "processes"]) == 0
-    assert "already finished" in " ".join(capsys.readouterr().out.split())
+    assert "already finished" in " ".join(capsys.readouterr().err.split())
 
 
 def test_a_run_folder_of_the_old_random_streams_is_not_resumed(tmp_path):

@@ -259,7 +259,7 @@ def test_regress_hidden_with_commas_is_the_same_run_as_with_spaces(tmp_path, cap
     assert json.loads((out / "config.json").read_text())["config"]["hidden"] == [4, 4]
     capsys.readouterr()
     assert main([*base, "--hidden", "4,4"]) == 0              # resumed, not "a different run"
-    assert "resuming" in capsys.readouterr().out
+    assert "resuming" in capsys.readouterr().err  # a status line, not a result
 
 
 # ------------------------------------------------ 5. --posterior without a posterior agent
@@ -267,9 +267,10 @@ def test_posterior_without_a_posterior_agent_is_noted_before_the_run(tmp_path, c
     out = tmp_path / "lin"
     assert main(["bandit", "wheel", "--agent", "linear", "--posterior", "mfvi,bb-alpha", "--steps", "12",
                  "--trials", "1", "--out", str(out)]) == 0
-    printed = one_line(capsys.readouterr().out)
-    assert "note: --posterior mfvi,bb-alpha not used" in printed and "(thompson, greedy)" in printed
-    assert printed.index("note:") < printed.index("normalised regret")
+    captured = capsys.readouterr()
+    note = one_line(captured.err)  # a note, on stderr: the results on stdout are the table
+    assert "note: --posterior mfvi,bb-alpha not used" in note and "(thompson, greedy)" in note
+    assert "normalised regret" in captured.out and "note:" not in captured.out
     assert list(json.loads((out / "summary.json").read_text())["agents"]) == ["uniform", "linear"]
 
 
@@ -277,7 +278,8 @@ def test_posterior_without_a_posterior_agent_is_noted_before_the_run(tmp_path, c
 def test_no_note_when_the_posterior_is_used_or_left_out(tmp_path, capsys, extra):
     argv = ["bandit", "wheel", "--agent", "linear", "--steps", "12", "--trials", "1", "--out", str(tmp_path / "r")]
     assert main([*argv, *extra]) == 0
-    assert "not used" not in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "not used" not in captured.err and "not used" not in captured.out
 
 
 # -------------------------------------------------------------- the same checks in `attack`

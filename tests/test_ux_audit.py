@@ -2,6 +2,7 @@
 refusals, Ctrl-C messages and --help): each test pins one defect found and fixed."""
 import json
 import os
+import re
 from pathlib import Path
 
 import matplotlib
@@ -127,14 +128,23 @@ def test_every_command_with_a_progress_display_takes_no_progress():
         assert parser.parse_args(argv).no_progress is False, argv
 
 
+def _bar_lines(text: str) -> list[str]:
+    """The lines of ``text`` that are a progress bar: the bar, then ``done/total``."""
+    return [line for line in text.splitlines() if re.search(r"━.*\d+/\d+", line)]
+
+
 def test_bandit_no_progress_hides_the_bar_and_the_bar_ends_naming_the_bandit(tmp_path, capsys):
     assert main([*LINEAR, "--out", str(tmp_path / "a")]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    bar = [line for line in lines if "━" in line and "/" in line]
+    captured = capsys.readouterr()
+    bar = _bar_lines(captured.err)
     # the last line of the bar counts every run; it used to name only the last agent ("wheel linear")
     assert len(bar) == 1 and bar[0].split()[0] == "wheel" and "linear" not in bar[0]
+    # the bar on stderr, the results on stdout: `bandit ... > out.txt` holds no bar
+    assert not _bar_lines(captured.out) and "normalised regret" in captured.out
+    assert "normalised regret" not in captured.err and "results in" in captured.out
     assert main([*LINEAR, "--out", str(tmp_path / "b"), "--no-progress"]) == 0
-    assert not [line for line in capsys.readouterr().out.splitlines() if "━" in line and "/" in line]
+    captured = capsys.readouterr()
+    assert not _bar_lines(captured.err) and not _bar_lines(captured.out)
 
 
 def test_fit_progress_bar_shows_no_nan_loss_before_the_first_step():
@@ -149,6 +159,59 @@ def test_fit_progress_bar_shows_no_nan_loss_before_the_first_step():
     finally:
         bar.close()
     assert ProgressBar.create(False, 3, "fit x") is None
+
+
+def test_fit_progress_bar_is_on_stderr_not_among_a_scripts_printed_results(capsys):
+    import torch
+
+    from uncertain_agents import make_posterior
+
+    post = make_posterior("map", in_dim=1, out_dim=1, hidden=(4,), seed=0)
+    post.fit(torch.linspace(-1, 1, 8)[:, None], torch.zeros(8, 1), steps=2, batch_size=8, progress=True)
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(_bar_lines(captured.err)) == 1 and "2/2" in captured.err
+
+
+def test_what_a_script_prints_while_a_bar_shows_on_a_terminal_stays_on_a_redirected_stdout(monkeypatch, capsys):
+    """stderr a terminal, stdout redirected (``python fit.py > out.txt``): rich passed stdout's
+    text through the bar's console, i.e. into stderr; it now stays on stdout."""
+    from uncertain_agents.posteriors.progress import ProgressBar
+
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: the bar's console is a terminal
+    bar = ProgressBar.create(True, 3, "fit x")
+    try:
+        assert bar.progress.console.is_terminal
+        print("RESULT 1.5")
+    finally:
+        bar.close()
+    captured = capsys.readouterr()
+    assert captured.out == "RESULT 1.5\n" and "RESULT" not in captured.err and "fit x" in captured.err
+
+
+def test_regress_bar_and_notes_on_stderr_table_on_stdout(tmp_path, capsys):
+    from uci_helpers import write_tiny_yacht
+
+    data = write_tiny_yacht(tmp_path / "data")
+    argv = ["regress", "yacht", "--posterior", "map", "--epochs", "1", "--n-samples", "2", "--hidden", "4",
+            "--data-dir", str(data), "--out", str(tmp_path / "r"), "--threads", "1"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert [line.split()[0] for line in _bar_lines(captured.err)] == ["yacht"]  # run_uci's bar over splits
+    assert not _bar_lines(captured.out) and "test NLL" in captured.out and "test NLL" not in captured.err
+    assert main(argv) == 0  # resumed: the status line on stderr, the table again on stdout
+    captured = capsys.readouterr()
+    assert "resuming" in captured.err and "resuming" not in captured.out and "test NLL" in captured.out
+
+
+def test_grid_run_bar_on_stderr_table_and_summary_on_stdout(tmp_path, capsys):
+    spec = tmp_path / "spec.toml"
+    spec.write_text('name = "ux"\nkind = "toy"\n[settings]\nsteps = 2\nn_train = 16\nn_test = 16\nhidden = [4]\n'
+                    '[cross]\nseed = [0]\n[[methods]]\nposterior = "map"\n')
+    assert main(["grid", "run", str(spec), "--out", str(tmp_path / "grid"), "--threads", "1"]) == 0
+    captured = capsys.readouterr()
+    assert [line.split()[:2] for line in _bar_lines(captured.err)] == [["grid", "ux"]]
+    assert not _bar_lines(captured.out) and "1 run now, 0 failed" in " ".join(captured.out.split())
+    assert "map" in captured.out and "written:" in captured.out and "map" not in captured.err  # the table
 
 
 # ---------------------------------------------------------------------- tables, files

@@ -126,10 +126,12 @@ class _SplitBar:
     def __init__(self, enabled: bool, total: int, description: str):
         self.progress = None
         if enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("last NLL {task.fields[nll]}"), TimeElapsedColumn())
+            from .posteriors.progress import progress_bar
+
+            self.progress = progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                         TextColumn("last NLL {task.fields[nll]}"), TimeElapsedColumn())
             self.task = self.progress.add_task(description, total=total, nll="-")
             self.progress.start()
 

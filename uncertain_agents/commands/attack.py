@@ -110,6 +110,7 @@ def run(args) -> int:
     from attacks.fgsm import DEFAULT_EPSILONS
 
     from ..network import ACTIVATIONS
+    from ..posteriors.progress import status_console
     from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
                          unit_name)
@@ -167,11 +168,12 @@ def run(args) -> int:
     config["epsilons"] = list(epsilons)
     out = Path(args.out)
     folder = RunFolder(out, config, force=args.force)
-    console = Console()
+    # results on stdout; notes, what is loaded, trained and attacked, bars and spinners on stderr
+    console, stderr = Console(), status_console()
     if note:
-        console.print(note)
+        stderr.print(note)
     torch.set_num_threads(threads)
-    console.print(f"{data}")
+    stderr.print(f"{data}")
     x_att, y_att = attack_subset(data, args.n_attack, seed=args.seed)
     tables = ("clean", *args.attack)
     parts: dict[str, list] = {t: [] for t in tables}
@@ -182,30 +184,30 @@ def run(args) -> int:
             if loaded is not None:
                 posteriors = {choice.label: loaded[choice.label]}
                 times = load_times[load_times["posterior"] == choice.label]
-                console.print(f"loaded {choice.label}")
+                stderr.print(f"loaded {choice.label}")
             else:
                 posteriors, times = load_or_train(
                     [choice], data, save_dir=out / "models", hidden=args.hidden, activation=args.activation,
                     epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                    device=args.device, progress=not args.no_progress, log=console.print)
+                    device=args.device, progress=not args.no_progress, log=stderr.print)
             work = []
             if "fgsm" in args.attack:
                 work.append(f"FGSM at {len(epsilons)} ε")
             if "ifgsm" in args.attack:
                 work.append(f"{args.steps} I-FGSM steps")
             waiting = nullcontext() if args.no_progress else \
-                console.status(escape(f"attacking {choice.label}: {' and '.join(work)}"))
+                stderr.status(escape(f"attacking {choice.label}: {' and '.join(work)}"))
             with waiting:  # no bar inside: the attacks report nothing until they finish
                 result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
                                   epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
                                   n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
-                                  log=console.print)
+                                  log=stderr.print)
             result["clean"] = result["clean"].merge(times, on="posterior")
             for t in tables:
                 folder.save_frame(names[t], result[t])
             found = result
         else:
-            console.print(f"{choice.label}: finished in an earlier run (units/)")
+            stderr.print(f"{choice.label}: finished in an earlier run (units/)")
         for t in tables:
             parts[t].append(found[t])
     results = {t: pd.concat(parts[t], ignore_index=True) for t in tables}

@@ -85,12 +85,13 @@ def run(args) -> int:
     import torch
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from ..agents.experiment import (agent_specs, make_env, parallel_mode, plot_regret, resolve_env,
                                      run_experiment, summarize, trials_batchable)
     from ..agents.factory import POSTERIOR_AGENTS
+    from ..posteriors.progress import progress_bar, status_console
     from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
                          json_safe, unit_name)
@@ -148,22 +149,22 @@ def run(args) -> int:
         config["trial_batched"] = batched
     out = args.out or Path("runs") / f"bandit-{env_name}"
     folder = RunFolder(out, config, force=args.force)
-    console = Console()
+    console, stderr = Console(), status_console()  # results on stdout; notes, resuming and the bar on stderr
     if unused:
-        console.print(escape(f"note: {' and '.join(unused)} not used: --posterior and --option apply only to the "
-                             f"posterior agents ({', '.join(POSTERIOR_AGENTS)}), and --agent {','.join(args.agent)} "
-                             f"names none of them"), soft_wrap=True)
+        stderr.print(escape(f"note: {' and '.join(unused)} not used: --posterior and --option apply only to the "
+                            f"posterior agents ({', '.join(POSTERIOR_AGENTS)}), and --agent {','.join(args.agent)} "
+                            f"names none of them"), soft_wrap=True)
     for line in (note, workers_note):
         if line:
-            console.print(line)
+            stderr.print(line)
     torch.set_num_threads(threads)
     units = {(s.label, t): unit_name(s.label, f"trial{t}") for s in specs for t in range(args.trials)}
     finished = sum(name in set(folder.finished()) for name in units.values())
     if folder.resumed:
-        console.print(f"resuming {out}: {finished} of {len(units)} runs already finished")
+        stderr.print(f"resuming {out}: {finished} of {len(units)} runs already finished")
     total = len(specs) * args.trials * args.steps
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, disable=args.no_progress) as bar:
+    with progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), disable=args.no_progress) as bar:
         task = bar.add_task(f"{env_name}", total=total)
 
         def tick(label: str, k: int) -> None:

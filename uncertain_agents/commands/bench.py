@@ -8,8 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..bench import BenchNetwork
 
 
 def _csv_or_space_list(values: list[str], keep_options: bool = False) -> list[str]:
@@ -85,25 +91,23 @@ def run(args) -> int:
     from contextlib import nullcontext
 
     import torch
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
 
     from ..bench import available_peers, get_network, run_bench
+    from ..posteriors.progress import status_console
     from ..runs import atomic_write_text, run_manifest
     from .common import Interrupted
 
     names, threads, note = check_args(args)
     net = get_network(args.network)
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    stderr = status_console()  # notes and the spinner; the tables and the figures' notes go to stdout
     if note:
-        console.print(note)
+        stderr.print(note)
     torch.set_num_threads(threads)
     if args.peers:
         missing = [name for name, ok in available_peers().items() if not ok]
         if missing:
-            console.print(f"peers skipped (not installed): {', '.join(n.replace('_', '-') for n in missing)}")
-    status = None if args.no_progress else console.status("measuring")
+            stderr.print(f"peers skipped (not installed): {', '.join(n.replace('_', '-') for n in missing)}")
+    status = None if args.no_progress else stderr.status("measuring")
     try:
         with status if status is not None else nullcontext():
             result = run_bench(args.network, names, rounds=args.rounds, steps=args.steps, act_calls=args.act_calls,
@@ -112,6 +116,30 @@ def run(args) -> int:
     except KeyboardInterrupt:  # nothing is kept, nothing resumes: say so (not the run-folder message)
         raise Interrupted("bench wrote nothing; run it again to measure from the start") from None
     result["manifest"] = run_manifest()
+
+    tables = _result_tables(result, net, args)
+    console = _report_console(tables)
+    for table in tables:
+        console.print(table)
+    console.print(f"predict: {result['predict']['n_samples']} samples at {result['predict']['n_inputs']} inputs, "
+                  f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
+                  f"({max(2, net.out_dim)} arms), {args.act_calls} calls; malloc keeps freed memory: "
+                  f"{'yes' if result['malloc_keeps_freed_memory'] else 'no'} (uncertain_agents.allocator)"
+                  + ("" if not result["device"].startswith("cuda") else
+                     f"; CUDA graphs: {'on' if result.get('cuda_graphs') else 'off'} (UNCERTAIN_AGENTS_CUDA_GRAPHS)"))
+    if args.out is not None:
+        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
+        console.print(f"wrote {args.out}")
+    return 0
+
+
+def _result_tables(result: dict, net: "BenchNetwork", args: argparse.Namespace) -> "list[Table]":
+    """The ``rich`` tables of ``result``: each candidate's step and predict against plain
+    PyTorch (and the peers), then the other agents' ``act`` latency when it was measured."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .common import titled_table
 
     table = Table(title=f"{net.name} network {net.label}, batch {net.batch}, {result['device']}"
                         f"{' (' + result['cpu'] + ')' if result['device'] == 'cpu' else ''}, "
@@ -128,21 +156,28 @@ def run(args) -> int:
     for peer in result["peers"]["timed"]:
         table.add_row(f"peer: {peer['peer']} (mean-field VI)", f"{peer['step_us']:.0f}",
                       f"{peer['step_ratio']:.2f}×", "", "", "")
-    console.print(table)
-    if result.get("agents"):
-        agents = Table(title="act latency of the other agents (same context, after a first fit)")
-        for col in ("agent", "act µs (median)", "act µs (mean)"):
-            agents.add_column(col, justify="left" if col == "agent" else "right")
-        for row in result["agents"]:
-            agents.add_row(escape(row["agent"]), f"{row['act_median_us']:.1f}", f"{row['act_mean_us']:.1f}")
-        console.print(agents)
-    console.print(f"predict: {result['predict']['n_samples']} samples at {result['predict']['n_inputs']} inputs, "
-                  f"ratio to {result['predict']['reference']}; act: Thompson sampling on one context "
-                  f"({max(2, net.out_dim)} arms), {args.act_calls} calls; malloc keeps freed memory: "
-                  f"{'yes' if result['malloc_keeps_freed_memory'] else 'no'} (uncertain_agents.allocator)"
-                  + ("" if not result["device"].startswith("cuda") else
-                     f"; CUDA graphs: {'on' if result.get('cuda_graphs') else 'off'} (UNCERTAIN_AGENTS_CUDA_GRAPHS)"))
-    if args.out is not None:
-        atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
-        console.print(f"wrote {args.out}")
-    return 0
+    if not result.get("agents"):
+        return [table]
+    agents = titled_table("act latency of the other agents (same context, after a first fit)")
+    for col in ("agent", "act µs (median)", "act µs (mean)"):
+        agents.add_column(col, justify="left" if col == "agent" else "right")
+    for row in result["agents"]:
+        agents.add_row(escape(row["agent"]), f"{row['act_median_us']:.1f}", f"{row['act_mean_us']:.1f}")
+    return [table, agents]
+
+
+def _report_console(tables: "list[Table]") -> "Console":
+    """The stdout console bench prints its report on.
+
+    On a terminal, as wide as the terminal, as every command. Piped or redirected, rich's width
+    (``$COLUMNS``, else 80, as every command), widened to the natural width of the widest of
+    ``tables``: squeezed into 80 columns the table wrapped and cut posterior labels such as
+    ``bb-alpha:alpha=0,train_samples=1``; a fixed 150 wrapped the notes 150 columns wide."""
+    from rich.console import Console
+
+    console = Console()
+    if console.is_terminal:
+        return console
+    unbounded = console.options.update_width(10_000)
+    needed = max(console.measure(table, options=unbounded).maximum for table in tables)
+    return console if needed <= console.width else Console(width=needed)

@@ -135,9 +135,12 @@ def unit_name(*parts) -> str:
 
 
 def add_no_progress_argument(parser: argparse.ArgumentParser) -> None:
-    """``--no-progress``, as every command with a progress display takes it (for logs and pipes)."""
+    """``--no-progress``, as every command with a progress display takes it (for logs). The display
+    is on stderr (:func:`uncertain_agents.posteriors.progress.status_console`), never among the
+    results on stdout."""
     parser.add_argument("--no-progress", action="store_true",
-                        help="hide progress bars and spinners (e.g. when the output goes to a log file)")
+                        help="hide progress bars and spinners, which go to stderr (e.g. when stderr goes to a log "
+                             "file)")
 
 
 DEVICE_HELP = "torch device, e.g. cpu, cuda or cuda:1 (default: cpu)"

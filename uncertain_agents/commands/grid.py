@@ -47,10 +47,11 @@ def register(sub) -> None:
 
 def _run(args) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ..grid import load_spec, run_grid, select_cells
     from ..grid.table import method_label
+    from ..posteriors.progress import progress_bar, status_console
 
     from .common import check_writable_file
 
@@ -60,8 +61,8 @@ def _run(args) -> int:
     only = None if args.only is None else _parse_only(args.only, [method_label(m) for m in spec.methods])
     where = _parse_where(args.where)
     cells = select_cells(spec, only, where)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=args.no_progress) as bar:
+    with progress_bar(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), disable=args.no_progress) as bar:
         task = bar.add_task(f"grid {spec.name}", total=len(cells))
         from ..grid import CellStore
 
@@ -71,8 +72,9 @@ def _run(args) -> int:
                           where=where)
     console.print(f"{spec.name}: {result.total} cells, {result.skipped} already finished, "
                   f"{result.finished} run now, {len(result.failed)} failed → {args.out}", soft_wrap=True)
+    errors = status_console()  # on stderr, as the CLI's own errors
     for cell, error in result.failed:
-        console.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
+        errors.print(f"[red]failed[/] {cell['method']} {({k: v for k, v in cell.items() if k != 'method'})}: {error}")
     _print_table(args.out, console)
     return 1 if result.failed else 0
 

@@ -51,6 +51,7 @@ def run(args) -> int:
 
     from ..datasets.uci import UCIDataset
     from ..network import ACTIVATIONS
+    from ..posteriors.progress import status_console
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
     from ..runs import RunFolder
@@ -89,14 +90,14 @@ def run(args) -> int:
                        device=args.device, options=options)
     out = Path(args.out or f"runs/regress-{data.name}-{name}")
     folder = RunFolder(out, asdict(config), force=args.force)
-    console = Console()
+    console, stderr = Console(), status_console()  # results on stdout; notes, resuming and the bar on stderr
     if note:
-        console.print(note)
+        stderr.print(note)
     torch.set_num_threads(threads)
     done = {k: folder.load_record(unit_name(f"split{k}")) for k in splits}
     todo = [k for k in splits if done[k] is None]
     if folder.resumed:
-        console.print(f"resuming {out}: {len(splits) - len(todo)} of {len(splits)} splits already finished")
+        stderr.print(f"resuming {out}: {len(splits) - len(todo)} of {len(splits)} splits already finished")
     if todo:
         run_uci(UCIConfig(**{**asdict(config), "splits": todo}), data_dir=args.data_dir,
                 progress=not args.no_progress,

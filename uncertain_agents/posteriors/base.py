@@ -371,7 +371,7 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
             steps: number of optimiser steps.
             batch_size: minibatch size (capped at N); batches sweep shuffled epochs.
             lr: Adam learning rate; ``None`` uses the method's default.
-            progress: show a rich progress bar.
+            progress: show a rich progress bar (on stderr).
             cuda_graph: on a CUDA posterior whose method declares a graph-safe step
                 (:attr:`graph_safe_step`), replay each phase's steps from a CUDA graph after a
                 few eager ones (:mod:`uncertain_agents.posteriors.cuda_graphs`; several times
