@@ -28,7 +28,7 @@ from uncertain_agents.validation import check_positive_int, check_seed
 from .fgsm import DEFAULT_EPSILONS, clean_accuracy, fgsm
 from .ifgsm import targeted_ifgsm
 from .inputs import check_positive_number
-from .plots import plot_attack_curves
+from .plots import detection_metrics, plot_attack_curves
 
 DATASETS = ("mnist", "digits")
 #: ``(pixels, classes)`` of each data set: the classifier's input and output widths, known before loading
@@ -153,7 +153,11 @@ def evaluate(posteriors: dict, x_test, y_test, x_attack, y_attack, *, attacks=AT
 
 
 def write_outputs(results: dict[str, pd.DataFrame], out_dir, config: dict) -> list[Path]:
-    """CSV per table, PNG plots (accuracy and mean entropy against ε / step) and ``summary.json``."""
+    """CSV per table, PNG plots and ``summary.json``.
+
+    ``fgsm.png`` draws accuracy and mean entropy against ε, ``ifgsm.png`` accuracy, target success
+    and mean entropy against the step; both add one panel per detection AUROC the table holds
+    (entropy, mutual information) with a chance line at 0.5."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -164,7 +168,8 @@ def write_outputs(results: dict[str, pd.DataFrame], out_dir, config: dict) -> li
                                           title=f"FGSM on {config.get('dataset', '')}"))
     if "ifgsm" in results:
         written.append(plot_attack_curves(results["ifgsm"], out_dir / "ifgsm.png", x="step",
-                                          metrics=("accuracy", "target_success", "mean_entropy"),
+                                          metrics=("accuracy", "target_success", "mean_entropy",
+                                                   *detection_metrics(results["ifgsm"])),
                                           title=f"targeted I-FGSM (target {config.get('target', 0)})"))
     summary = {"config": config,
                "tables": {k: json.loads(v.to_json(orient="records")) for k, v in results.items()}}

@@ -234,6 +234,105 @@ def test_plot_writes_png(tmp_path, mfvi, digits):
         plot_attack_curves({"mfvi": frame}, tmp_path / "x.jpg")
 
 
+def _frame(x: str, n: int, shift: float = 0.0, auroc: bool = True) -> pd.DataFrame:
+    """A synthetic attack table of ``n`` rows (no training: the plot tests only need columns)."""
+    t = np.linspace(0.0, 1.0, n)
+    frame = pd.DataFrame({x: t if x == "epsilon" else np.arange(n), "accuracy": 1 - t, "target_success": t,
+                          "mean_entropy": t + shift, "mean_mutual_information": t / 2})
+    if auroc:
+        frame["auroc_entropy"] = 0.5 + 0.4 * t - shift
+        frame["auroc_mutual_information"] = 0.5 - 0.2 * t
+    return frame
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The figures ``plot_attack_curves`` saves (a closed figure keeps its axes and lines)."""
+    import attacks.plots as plots
+
+    figures = []
+    real = plots.atomic_save_figure
+
+    def keep(path, fig, **kw):
+        figures.append(fig)
+        return real(path, fig, **kw)
+
+    monkeypatch.setattr(plots, "atomic_save_figure", keep)
+    return figures
+
+
+def _chance_lines(ax) -> list:
+    return [line for line in ax.get_lines() if line.get_label() == "chance"]
+
+
+def test_plot_adds_an_auroc_panel_per_detection_score(tmp_path, drawn):
+    from attacks.plots import LABELS, detection_metrics
+
+    results = {"map": _frame("epsilon", 6), "dropout": _frame("epsilon", 6, shift=0.1)}
+    assert detection_metrics(results) == ["auroc_entropy", "auroc_mutual_information"]
+    plot_attack_curves(results, tmp_path / "fgsm.png", title="FGSM")
+    axes = drawn[-1].axes
+    assert [ax.get_ylabel() for ax in axes] == [LABELS[m] for m in ("accuracy", "mean_entropy", "auroc_entropy",
+                                                                    "auroc_mutual_information")]
+    assert [ax.get_subplotspec().get_geometry()[:2] for ax in axes] == [(2, 2)] * 4  # 2 × 2, not one wide row
+    for ax in axes[2:]:
+        assert ax.get_ylim()[0] <= 0 and ax.get_ylim()[1] >= 1 and ax.get_ylim()[1] - ax.get_ylim()[0] < 1.1
+        (chance,) = _chance_lines(ax)
+        assert list(chance.get_ydata()) == [0.5, 0.5] and chance.get_linestyle() == "--"
+        assert "chance" in [t.get_text() for t in ax.get_legend().get_texts()]
+    for ax in axes[:2]:
+        assert not _chance_lines(ax)
+    assert [t.get_text() for t in axes[0].get_legend().get_texts()] == ["map", "dropout"]
+    # one line per posterior in every panel, each posterior in one colour throughout
+    colors = [{line.get_label(): line.get_color() for line in ax.get_lines() if line.get_label() != "chance"}
+              for ax in axes]
+    assert all(c == colors[0] for c in colors) and len(set(colors[0].values())) == 2
+    assert list(axes[2].get_lines()[0].get_ydata()) == list(results["map"]["auroc_entropy"])
+
+
+def test_plot_keeps_old_panels_without_auroc_columns_and_explicit_metrics(tmp_path, drawn):
+    from attacks.plots import detection_metrics
+
+    old = {"map": _frame("epsilon", 4, auroc=False)}
+    assert detection_metrics(old) == []
+    plot_attack_curves(old, tmp_path / "old.png")
+    assert [ax.get_ylabel() for ax in drawn[-1].axes] == ["accuracy", "mean predictive entropy (nats)"]
+    # an AUROC column only in some frames is not a default panel (and does not raise)
+    assert detection_metrics({"map": _frame("epsilon", 4), **old}) == []
+    new = {"map": _frame("epsilon", 4)}
+    plot_attack_curves(new, tmp_path / "explicit.png", metrics=("accuracy", "mean_entropy"))
+    assert len(drawn[-1].axes) == 2 and not any(_chance_lines(ax) for ax in drawn[-1].axes)
+    plot_attack_curves(new, tmp_path / "one.png", metrics="auroc_entropy")
+    (ax,) = drawn[-1].axes
+    assert ax.get_ylabel() == "AUROC (entropy)" and len(_chance_lines(ax)) == 1
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["map", "chance"]
+    # one long frame with a posterior column, as the attack command writes it; an I-FGSM layout of 3 + 2
+    steps = pd.concat([_frame("step", 5).assign(posterior="map"), _frame("step", 5, 0.1).assign(posterior="mfvi")])
+    path = plot_attack_curves(steps, tmp_path / "ifgsm.png", x="step",
+                              metrics=("accuracy", "target_success", "mean_entropy", *detection_metrics(steps)))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    axes = drawn[-1].axes
+    assert len(axes) == 5 and [len(_chance_lines(ax)) for ax in axes] == [0, 0, 0, 1, 1]
+    with pytest.raises(ValueError, match="metrics is empty"):
+        plot_attack_curves(new, tmp_path / "none.png", metrics=())
+    with pytest.raises(ValueError, match="lack column"):
+        plot_attack_curves(old, tmp_path / "x.png", metrics=("auroc_entropy",))
+
+
+def test_write_outputs_draws_the_auroc_panels(tmp_path, drawn):
+    from attacks.evaluate import write_outputs
+
+    results = {"clean": pd.DataFrame({"posterior": ["map"], "clean_accuracy": [0.9]}),
+               "fgsm": _frame("epsilon", 4).assign(posterior="map"),
+               "ifgsm": _frame("step", 4).assign(posterior="map")}
+    write_outputs(results, tmp_path, {"dataset": "digits", "target": 0})
+    fgsm_fig, ifgsm_fig = drawn
+    assert [ax.get_ylabel() for ax in fgsm_fig.axes][2:] == ["AUROC (entropy)", "AUROC (mutual information)"]
+    assert [ax.get_ylabel() for ax in ifgsm_fig.axes] == [
+        "accuracy", "target success", "mean predictive entropy (nats)", "AUROC (entropy)",
+        "AUROC (mutual information)"]
+
+
 # --------------------------------------------------------------------- CLI
 def test_attack_command_writes_run_folder(tmp_path):
     from uncertain_agents.cli import main
