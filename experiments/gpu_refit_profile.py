@@ -13,7 +13,8 @@ trials (experiments/bandit_table.py --parallel batched), every decision and refi
 
 ``--host-eigh-max-dim 0`` keeps f-SVGD's per-step eigen-clip of its function prior on the device (cuSOLVER);
 the library's default (``function_prior.HOST_EIGH_MAX_DIM``, session 30) computes covariances up to 64 × 64 on
-the host. Run it both ways on one machine to compare.
+the host. ``--step-clip iterative`` computes it by matrix products inside the step's CUDA graph instead
+(``function_prior.STEP_CLIP``, session 38: no synchronisation per step). Run them on one machine to compare.
 """
 from __future__ import annotations
 
@@ -99,8 +100,13 @@ def main(argv=None) -> int:
     p.add_argument("--env", default="wheel", choices=["wheel", "mushroom"], help="with --trials > 1")
     p.add_argument("--host-eigh-max-dim", type=int, default=None,
                    help="set function_prior.HOST_EIGH_MAX_DIM (0: every eigh on the device)")
+    p.add_argument("--step-clip", choices=("eager", "iterative"), default=None,
+                   help="set function_prior.STEP_CLIP (default: the library's, UNCERTAIN_AGENTS_STEP_CLIP or 'eager')")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
+    if args.step_clip is not None:
+        from uncertain_agents.posteriors import function_prior
+        function_prior.STEP_CLIP = args.step_clip
     if args.host_eigh_max_dim is not None:
         from uncertain_agents.posteriors import function_prior
         function_prior.HOST_EIGH_MAX_DIM = args.host_eigh_max_dim
@@ -121,6 +127,7 @@ def main(argv=None) -> int:
         atomic_write_text(args.out, json.dumps({"manifest": run_manifest(), "device": args.device,
                                                 "torch": torch.__version__,
                                                 "host_eigh_max_dim": function_prior.HOST_EIGH_MAX_DIM,
+                                                "step_clip": function_prior.STEP_CLIP,
                                                 "results": results}, indent=1))
     return 0
 

@@ -256,6 +256,63 @@ def test_a_steps_clipped_precision_on_the_host_matches_the_devices(shape):
     assert float(on_host.diagonal(dim1=-2, dim2=-1).max()) > 100  # the clip at 1e-3 acted
 
 
+@pytest.mark.parametrize("shape", [(8, 8), (10, 20, 20)])
+def test_the_iterative_clip_on_the_device_matches_cusolvers(shape):
+    """``function_prior.clipped_precision_iterative`` (matrix products only) on CUDA: cuSOLVER's eigen-clip to
+    rounding, with the clip acting (3 draws of K values) and with it idle (many draws, scaled up as the
+    ``fsvgd-paper`` covariances are: ‖C‖ / floor about 1e8)."""
+    from uncertain_agents.posteriors import function_prior as fp
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for n_draws, scale in ((3, 1.0), (200, 30.0)):
+        draws = scale * torch.randn(*shape[:-2], n_draws, shape[-1], device="cuda", dtype=torch.float64, generator=g)
+        cov = fp.moment_match(draws)[1]
+        iterative = fp.clipped_precision_iterative(cov, 1e-4)
+        on_device = fp.clipped_precision(cov, 1e-4)
+        assert iterative.device == cov.device and iterative.dtype == torch.float64
+        rel = float((iterative - on_device).norm() / on_device.norm())
+        assert rel < 1e-7, rel
+
+
+@pytest.mark.parametrize("trials", [None, 3])
+def test_an_fsvgd_step_with_the_iterative_clip_is_one_graph(monkeypatch, trials):
+    """With ``function_prior.STEP_CLIP = "iterative"`` f-SVGD's staged step has no eager stage, so its CUDA
+    capture is one segment (no host synchronisation per step), for one trial and for a trial batch; it
+    trains like the eager-stage step."""
+    from uncertain_agents.posteriors import cuda_graphs
+    from uncertain_agents.posteriors import function_prior as fp
+    from uncertain_agents.posteriors.trials import make_trial_posterior
+
+    segments = []
+    original = cuda_graphs.GraphedStep
+
+    class CountingGraphedStep(original):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            segments.append(len(self.segments))
+
+    monkeypatch.setattr(cuda_graphs, "GraphedStep", CountingGraphedStep)
+    x, y = _regression()
+    losses = {}
+    for clip in ("eager", "iterative"):
+        monkeypatch.setattr(fp, "STEP_CLIP", clip)
+        if trials is None:
+            post = _make("fsvgd", noise_std=0.1, n_particles=8)
+            result = post.fit(x, y, steps=120, batch_size=64, cuda_graph=True)
+        else:
+            post = make_trial_posterior("fsvgd", trials=trials, in_dim=3, out_dim=2, hidden=(16, 16), seed=0,
+                                        noise_std=0.1, n_particles=4, device="cuda")
+            post.set_units()
+            result = post.fit(x.cuda().expand(trials, -1, -1), y.cuda().expand(trials, -1, -1), steps=120,
+                              batch_size=64)
+        assert getattr(post, "_cuda_graph_failure", None) is None and post._cuda_graph_captures == 1
+        losses[clip] = torch.as_tensor(result.losses)
+    assert segments == [2, 1]  # the eager stage splits the step in two; the iterative clip does not
+    late = {k: float(v[-40:].mean()) for k, v in losses.items()}
+    assert late["iterative"] < float(losses["iterative"][:10].mean())  # it learned
+    assert abs(late["iterative"] - late["eager"]) <= 0.1 * abs(late["eager"]) + 0.05
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_posterior_constructed_directly_lives_on_the_device_it_was_given(name):
     """``Cls(spec, device="cuda")`` moves the finished posterior, as ``make_posterior`` does (it used to

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+from torch import Tensor
 
 import uncertain_agents as ua
 from uncertain_agents.posteriors import Batch
@@ -457,3 +458,134 @@ def test_the_steps_clipped_precision_is_the_eigen_clip_on_the_cpu():
     assert torch.equal(step, clipped_precision(cov, 1e-2))
     expected = (evecs / evals.clamp_min(1e-2)) @ evecs.mT
     assert torch.allclose(step, expected, rtol=1e-8, atol=1e-8)
+
+
+# ------------------------------------------- the clip by matrix products (a CUDA step's option)
+def _covariance_with(evals: list[float], seed: int = 0, batch: tuple = ()) -> tuple[Tensor, Tensor, Tensor]:
+    """A float64 covariance ``Q diag(evals) Qᵀ`` (a batch of them for ``batch``) with its ``Q`` and ``evals``."""
+    g = torch.Generator().manual_seed(seed)
+    k = len(evals)
+    q = torch.linalg.qr(torch.randn(*batch, k, k, generator=g, dtype=torch.float64))[0]
+    lam = torch.tensor(evals, dtype=torch.float64)
+    return (q * lam) @ q.mT, q, lam
+
+
+@pytest.mark.parametrize("evals", [
+    [1e-6, 1e-4, 1e-2, 1.0, 1e2, 1e4, 1e5],          # a spread over the floor 1e-3, ratio 1e8
+    [0.0, 0.0, 0.0, 0.0, 1.0, 10.0, 100.0],          # rank-deficient: most eigenvalues raised to the floor
+    [1e-3, 1e-3, 2e-3, 5e-4, 1.0],                    # eigenvalues at the floor itself
+    [1e-3 * (1 + 1e-9), 1e-3 * (1 - 1e-9), 5.0],      # closer to the floor than the sign resolves
+    [1e-9, 1e-6],                                     # everything below the floor: 1000·I
+    [3.0],                                            # K = 1
+])
+def test_the_iterative_clip_is_the_eigen_clip(evals):
+    """``clipped_precision_iterative`` (matrix products only: a CUDA step can hold it in its graph) gives
+    ``Q diag(1 / max(λ, f)) Qᵀ`` to rounding, like ``clipped_precision``, whether the clip acts or not."""
+    from uncertain_agents.posteriors.function_prior import clipped_precision_iterative
+
+    floor = 1e-3
+    cov, q, lam = _covariance_with(evals)
+    exact = (q / lam.clamp_min(floor)) @ q.mT
+    got = clipped_precision_iterative(cov, floor)
+    assert got.shape == cov.shape and got.dtype == torch.float64
+    assert torch.equal(got, got.mT)
+    assert float((got - exact).norm() / exact.norm()) < 1e-7
+    assert torch.allclose(got, clipped_precision(cov, floor), rtol=1e-6, atol=1e-6 * float(exact.abs().max()))
+
+
+def test_the_iterative_clip_of_a_batch_is_each_matrix_s():
+    from uncertain_agents.posteriors.function_prior import clipped_precision_iterative
+
+    g = torch.Generator().manual_seed(3)
+    draws = torch.randn(4, 3, 6, generator=g, dtype=torch.float64) * torch.tensor([1.0, 10.0, 100.0, 0.01])[:, None, None]
+    cov = moment_match(draws)[1]  # [4, 6, 6] of rank 2: the clip acts on four eigenvalues of each
+    batched = clipped_precision_iterative(cov, 1e-2)
+    for r in range(4):
+        one = clipped_precision_iterative(cov[r], 1e-2)
+        assert torch.allclose(batched[r], one, rtol=1e-12, atol=1e-12 * float(one.abs().max()))
+        assert torch.allclose(one, clipped_precision(cov[r], 1e-2), rtol=1e-8, atol=1e-8 * float(one.abs().max()))
+
+
+def test_the_iterative_clips_iteration_counts_resolve_their_range():
+    """The default counts are the worst cases of the scalar maps over the stated range: the quintic brings
+    the smallest resolved sign ``tolerance / max_ratio`` into its band, the cubic takes both band ends to 1,
+    and the inverse's largest starting error ``1 − 1/(2(r + 1))`` falls below 2⁻⁵³. More range costs more."""
+    from uncertain_agents.posteriors.function_prior import (ITERATIVE_CLIP_MAX_RATIO, ITERATIVE_CLIP_TOLERANCE,
+                                                            _QUINTIC, iterative_clip_iterations)
+
+    quintic, cubic, inverse = iterative_clip_iterations()
+    a, b, c = _QUINTIC
+    x = ITERATIVE_CLIP_TOLERANCE / ITERATIVE_CLIP_MAX_RATIO
+    for _ in range(quintic):
+        x = x * (a + b * x * x + c * x ** 4)
+    for _ in range(cubic):
+        x = 1.5 * x - 0.5 * x ** 3
+    assert abs(1.0 - x) <= 2.0 ** -52
+    for end in (0.68, 1.2025):
+        for _ in range(cubic):
+            end = 1.5 * end - 0.5 * end ** 3
+        assert abs(1.0 - end) <= 2.0 ** -52
+    start = 1.0 - 1.0 / (2.0 * (ITERATIVE_CLIP_MAX_RATIO + 1.0))
+    assert math.exp(2.0 ** inverse * math.log(start)) < 2.0 ** -53
+    assert math.exp(2.0 ** (inverse - 1) * math.log(start)) > 2.0 ** -53  # the least count that does
+    wider = iterative_clip_iterations(1e12, 1e-8)
+    assert wider[0] > quintic and wider[2] > inverse
+    with pytest.raises(ValueError, match="max_ratio"):
+        iterative_clip_iterations(0.5, 1e-8)
+
+
+def test_the_iterative_clip_with_too_few_iterations_stays_positive_definite():
+    """Unconverged, the clip lands between λ and the floor and the inverse underestimates: the precision
+    stays symmetric positive definite with eigenvalues at most 2 / floor, never worse."""
+    from uncertain_agents.posteriors.function_prior import clipped_precision_iterative
+
+    cov, _, _ = _covariance_with([1e6, 0.0, 1.5e-3, 1.0])
+    got = clipped_precision_iterative(cov, 1e-3, iterations=(3, 2, 5))
+    evals = torch.linalg.eigvalsh(got)
+    assert bool((evals > 0).all()) and float(evals.max()) <= 2.0 / 1e-3
+
+
+def test_a_step_computes_the_clip_as_function_prior_step_clip_names(monkeypatch):
+    """``step_precision`` (f-SVGD's staged step): ``"eager"`` yields the eager stage (the host's LAPACK on
+    CUDA), ``"iterative"`` yields nothing and returns the matrix-product clip; anything else is refused."""
+    from uncertain_agents.posteriors import function_prior as fp
+    from uncertain_agents.posteriors.cuda_graphs import EagerStage
+
+    cov, _, _ = _covariance_with([0.0, 1.0, 2.0])
+    monkeypatch.setattr(fp, "STEP_CLIP", "eager")
+    stages = fp.step_precision(cov, 1e-2)
+    stage = next(stages)
+    assert isinstance(stage, EagerStage) and stage.fn is fp.clipped_precision_for_step
+    monkeypatch.setattr(fp, "STEP_CLIP", "iterative")
+    stages = fp.step_precision(cov, 1e-2)
+    with pytest.raises(StopIteration) as done:
+        next(stages)
+    assert torch.equal(done.value.value, fp.clipped_precision_iterative(cov, 1e-2))
+    monkeypatch.setattr(fp, "STEP_CLIP", "lapack")
+    with pytest.raises(ValueError, match="UNCERTAIN_AGENTS_STEP_CLIP.*'eager', 'iterative'.*'lapack'"):
+        next(fp.step_precision(cov, 1e-2))
+
+
+@pytest.mark.parametrize("trials", [None, 2])
+def test_fsvgd_trains_alike_with_either_step_clip(monkeypatch, trials):
+    """The iterative clip is the eigen-clip to rounding, so an ``fsvgd`` fit (and a trial-batched one) ends
+    at the same particles either way (the CPU runs both; a CUDA step holds the iterative one in its graph)."""
+    from uncertain_agents.posteriors import function_prior as fp
+    from uncertain_agents.posteriors.trials import make_trial_posterior
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 3, generator=g)
+    y = torch.cat([torch.sin(2 * x[:, :1]), x[:, 1:2] * x[:, 2:]], 1) + 0.1 * torch.randn(120, 2, generator=g)
+    particles = {}
+    for clip in ("eager", "iterative"):
+        monkeypatch.setattr(fp, "STEP_CLIP", clip)
+        options = dict(in_dim=3, out_dim=2, hidden=(16,), seed=0, n_particles=5, prior_eig_floor=1e-4)
+        if trials is None:
+            post = ua.make_posterior("fsvgd", **options)
+            post.fit(x, y, steps=40, batch_size=32, progress=False)
+        else:
+            post = make_trial_posterior("fsvgd", trials=trials, noise_std=0.1, **options)
+            post.set_units()
+            post.fit(x.expand(trials, -1, -1), y.expand(trials, -1, -1), steps=40, batch_size=32)
+        particles[clip] = post.particles.detach().clone()
+    assert torch.allclose(particles["eager"], particles["iterative"], rtol=1e-4, atol=1e-5)

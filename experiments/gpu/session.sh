@@ -16,6 +16,8 @@
 #     fsvgd_eigh refit_profile_batched: bootstrap and mfvi rows finished in 5.5-6.8 min, fsvgd reached 30,000;
 #   next: table50k with GPU_SESSION_TABLE_POSTERIORS=fsvgd (f-SVGD's row alone, one process per bandit), or
 #     refit_profile_batched (its refit counter fixed after session 34), then table50k_rest;
+#   session 37 (H200): fsvgd's 50k row (table_and_checks.sh), cuda_tests graph_tests, refit_profile_batched;
+#   next (session 38's change): fsvgd_clip, then table50k_rest (or table50k for fsvgd with the faster clip);
 #   not run yet: graph_recheck full_trial concurrency_small (and bench_graphs / bench_eager / bandit_graphs
 #     again: point estimates and the staged fsvgd / svgd steps have not been captured on a GPU yet).
 # A next call that fits in one 10-minute command: GPU_SESSION_STEPS="environment graph_recheck
@@ -165,6 +167,17 @@ step fsvgd_eigh 150 bash -c "python3 experiments/gpu_refit_profile.py --device $
   --decisions $DECISIONS --methods fsvgd --host-eigh-max-dim 0 --out $OUT/fsvgd_eigh_device.json | head -n 3; \
   python3 experiments/gpu_refit_profile.py --device $DEVICE --trials 10 --env mushroom \
   --decisions $DECISIONS --methods fsvgd --out $OUT/fsvgd_eigh_host.json | head -n 3"
+# session 38: f-SVGD's clip by matrix products inside the step's graph (function_prior.STEP_CLIP = "iterative",
+# no synchronisation per step) against the eager host clip, ten batched trials on each bandit, alternated, with
+# its CUDA tests first. If "iterative" is faster, run the table with it: UNCERTAIN_AGENTS_STEP_CLIP=iterative
+# GPU_SESSION_STEPS=table50k ... (the variable reaches every process the table starts).
+step fsvgd_clip 240 bash -c "python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k 'iterative or clipped_precision'; \
+  for env in mushroom wheel; do for clip in eager iterative eager iterative; do \
+    name=fsvgd_clip_\${env}_\${clip}_\$SECONDS; \
+    python3 experiments/gpu_refit_profile.py --device $DEVICE --trials 10 --env \$env --decisions $DECISIONS \
+      --methods fsvgd --step-clip \$clip --top 12 --out $OUT/\$name.json > $OUT/\$name.log 2>&1; \
+    echo \"\$clip: \$(grep -m 1 '^==' $OUT/\$name.log)\"; \
+  done; done"
 TABLE_LIMIT="${GPU_SESSION_TABLE_LIMIT:-480}"
 TB="$OUT/table50k"
 # one GPU process per entry of GPU_SESSION_TABLE_PROCESSES (default: one per bandit, its three groups as

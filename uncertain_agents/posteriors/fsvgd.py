@@ -42,9 +42,9 @@ from ..network import MLPSpec
 from ..registry import register
 from ..validation import check_positive_float, check_positive_int
 from .base import Batch
-from .cuda_graphs import EagerStage, run_stages_eagerly
-from .function_prior import (GaussianFunctionPrior, clipped_precision, clipped_precision_for_step,
-                             layer_prior_stds, moment_match, prior_function_draws)
+from .cuda_graphs import run_stages_eagerly
+from .function_prior import (GaussianFunctionPrior, clipped_precision, layer_prior_stds, moment_match,
+                             prior_function_draws, step_precision)
 from .particle_rules import particle_direction
 from .particles import ParticlePosterior
 
@@ -217,14 +217,15 @@ class FunctionSpaceSVGD(ParticlePosterior):
         return run_stages_eagerly(self._direction_stages(batch, generator))
 
     def _direction_stages(self, batch: Batch, generator: torch.Generator):
-        """The direction, with the prior's eigen-clipped precision as an eager stage:
-        ``torch.linalg.eigh`` reads its error flag on the host, so it cannot be captured in a
-        CUDA graph (:mod:`.cuda_graphs`); the rest of the step can."""
+        """The direction, with the prior's eigen-clipped precision computed by
+        :func:`~.function_prior.step_precision`: by default an eager stage (``torch.linalg.eigh``
+        reads its error flag on the host, so it cannot be captured in a CUDA graph,
+        :mod:`.cuda_graphs`; the rest of the step can), or matrix products inside the step."""
         x_extra = self.extra_points(batch, generator)
         x_all = torch.cat([batch.x, x_extra])
         prior_idx = self.prior_index(batch.x.shape[0], x_extra.shape[0])
         mean, cov = self.function_prior_moments(x_all[prior_idx], generator)
-        precision = yield EagerStage(clipped_precision_for_step, (cov, self.prior_eig_floor))
+        precision = yield from step_precision(cov, self.prior_eig_floor)
         prior = GaussianFunctionPrior(mean, precision)
         with torch.enable_grad():
             f = self.function_values(self.particles, x_all)

@@ -8,12 +8,17 @@ Everything here is computed in float64 and carries no gradient to the draws.
 """
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Generator
 
 import torch
 from torch import Tensor
 
 from ..network import ACTIVATIONS, MLPSpec
+from .cuda_graphs import EagerStage
 
 
 @dataclass
@@ -73,6 +78,115 @@ def clipped_precision_for_step(cov: Tensor, floor: float) -> Tensor:
     if cov.device.type != "cuda" or cov.shape[-1] > HOST_EIGH_MAX_DIM:
         return clipped_precision(cov, floor)
     return clipped_precision(cov.cpu(), floor).to(cov.device)
+
+
+#: The odd quintic of the sign iteration's first phase (the coefficients of Jordan et al.'s Muon
+#: orthogonaliser): slope 3.4445 at 0, so a small eigenvalue grows 3.4× per iteration (1.5× for the cubic
+#: Newton–Schulz step), and it maps ``(0, 1.2025]`` into itself; iterates settle in ``[0.68, 1.2025]``
+#: without converging there, which the cubic phase then does.
+_QUINTIC = (3.4445, -4.7750, 2.0315)
+_QUINTIC_BAND = (0.68, 1.2025)
+
+#: :func:`clipped_precision_iterative` is exact (to rounding) for covariances with
+#: ``‖C − f·I‖_F ≤ ITERATIVE_CLIP_MAX_RATIO · f`` and eigenvalues ``λ`` with
+#: ``|λ − f| ≥ ITERATIVE_CLIP_TOLERANCE · f``. f-SVGD's bandit preset reaches ratios of 6e8 (docs/speed.md,
+#: session 38); at 1e12 the inverse's rounding (about ratio × 1e-16, as for any inverse of such a matrix)
+#: can already leave a precision with a slightly negative eigenvalue.
+ITERATIVE_CLIP_MAX_RATIO = 1e10
+ITERATIVE_CLIP_TOLERANCE = 1e-8
+
+
+@lru_cache(maxsize=None)
+def iterative_clip_iterations(max_ratio: float = ITERATIVE_CLIP_MAX_RATIO,
+                              tolerance: float = ITERATIVE_CLIP_TOLERANCE) -> tuple[int, int, int]:
+    """``(quintic, cubic, inverse)`` iteration counts of :func:`clipped_precision_iterative` that make it
+    exact (to float64 rounding) for ``‖C − f·I‖_F / f ≤ max_ratio`` and ``|λ − f| / f ≥ tolerance``.
+
+    Each phase's count is its worst case, found by running the scalar map: the sign iteration starts an
+    eigenvalue at ``(λ − f) / ‖C − f·I‖_F``, at least ``tolerance / max_ratio`` in size; the quintic
+    brings it into ``[0.68, 1.2025]`` and the cubic from either end of that band to 1 within 2⁻⁵²; the
+    inverse's Newton iteration starts every eigenvalue's error ``1 − μ / ‖M‖_F`` in ``[0, 1 − 1 / (2·(max_ratio
+    + 1))]`` (``μ ≥ f / 2``, ``‖M‖_F ≤ ‖A‖_F + f·√K``, bounded loosely) and squares it per iteration."""
+    if not (max_ratio >= 1.0 and 0.0 < tolerance < 1.0):
+        raise ValueError(f"need max_ratio >= 1 and 0 < tolerance < 1, got {max_ratio!r}, {tolerance!r}")
+    a, b, c = _QUINTIC
+    lo, hi = _QUINTIC_BAND
+    x, quintic = tolerance / max_ratio, 0
+    while not lo <= x <= hi:
+        x, quintic = x * (a + b * x * x + c * x ** 4), quintic + 1
+    cubic = 0
+    for x in (lo, hi):
+        n = 0
+        while abs(1.0 - x) > 2.0 ** -52:
+            x, n = 1.5 * x - 0.5 * x ** 3, n + 1
+        cubic = max(cubic, n)
+    inverse = math.ceil(math.log2(math.log(2.0 ** 53) * 2.0 * (max_ratio + 1.0)))
+    return quintic, cubic, inverse
+
+
+def clipped_precision_iterative(cov: Tensor, floor: float, iterations: tuple[int, int, int] | None = None) -> Tensor:
+    """:func:`clipped_precision` by matrix products only (float64 ``cov[K, K]`` or ``[R, K, K]``).
+
+    ``torch.linalg.eigh`` reads its error flag on the host, so a CUDA step that calls it waits for the
+    device; this computes the same precision with batched matrix products and elementwise operations,
+    which a CUDA graph can hold. With ``A = C − f·I`` and its matrix sign ``S`` (``±1`` on ``A``'s
+    eigenvectors), the clipped covariance is ``max(C, f·I) = (C + f·I + S·A) / 2``: ``C`` where
+    ``λ > f``, ``f`` where ``λ < f``. ``S`` comes from ``A / ‖A‖_F`` by an odd quintic that grows small
+    eigenvalues fast (:data:`_QUINTIC`), then cubic Newton–Schulz steps ``X ← (3X − X³) / 2`` that converge
+    quadratically; the precision is the Newton–Schulz inverse ``Y ← 2Y − Y·M·Y`` from ``Y = I / ‖M‖_F``
+    (every eigenvalue's error ``1 − μY`` starts in ``[0, 1)`` and is squared per iteration).
+
+    ``iterations``: ``(quintic, cubic, inverse)``, default :func:`iterative_clip_iterations` (exact for
+    ``‖A‖_F ≤ 10¹⁰ f``, :data:`ITERATIVE_CLIP_MAX_RATIO`; relative error against :func:`clipped_precision`
+    about ratio × 1e-16 either way, the rounding of the inverse itself). With too few iterations (a
+    larger ratio, or an eigenvalue closer to the floor than the counts resolve) an eigenvalue whose sign
+    has not converged is clipped to a value between ``λ`` and ``f`` — every odd polynomial step keeps the
+    sign and stays within ``[-1.2025, 1.2025]`` — so the clipped covariance keeps eigenvalues of at least
+    ``(λ + f) / 2``; and an inverse that has not converged underestimates the precision along small
+    eigenvalues (``Y``'s eigenvalues stay in ``(0, 1/μ]`` in exact arithmetic) rather than diverging."""
+    quintic, cubic, inverse = iterative_clip_iterations() if iterations is None else iterations
+    shape, k = cov.shape, cov.shape[-1]
+    c = cov.reshape(-1, k, k)
+    eye = torch.eye(k, dtype=c.dtype, device=c.device)
+    a = c - floor * eye
+    a = 0.5 * (a + a.mT)
+    scale = torch.linalg.matrix_norm(a).clamp_min(torch.finfo(c.dtype).tiny)[:, None, None]
+    x = a / scale
+    qa, qb, qc = _QUINTIC
+    qa_eye = qa * eye
+    for _ in range(quintic):
+        x2 = torch.bmm(x, x)
+        x = torch.bmm(x, torch.baddbmm(torch.add(qa_eye, x2, alpha=qb), x2, x2, alpha=qc))
+    for _ in range(cubic):
+        x = torch.baddbmm(x, x, torch.bmm(x, x), beta=1.5, alpha=-0.5)
+    m = torch.baddbmm(c + floor * eye, x, a, alpha=1.0) * 0.5  # (C + f·I + S·A) / 2
+    m = 0.5 * (m + m.mT)
+    y = (1.0 / torch.linalg.matrix_norm(m))[:, None, None] * eye
+    for _ in range(inverse):
+        y = torch.baddbmm(y, y, torch.bmm(m, y), beta=2.0, alpha=-1.0)
+    return (0.5 * (y + y.mT)).reshape(shape)
+
+
+#: How a training step computes the prior's clipped precision (:func:`step_precision`), read from the
+#: environment variable ``UNCERTAIN_AGENTS_STEP_CLIP`` at import: ``"eager"`` (the default) runs
+#: :func:`clipped_precision_for_step` as an eager stage between the step's CUDA-graph segments (on CUDA:
+#: LAPACK on the host, one synchronisation per step); ``"iterative"`` runs
+#: :func:`clipped_precision_iterative` inside the step, so a CUDA step is one graph with no
+#: synchronisation. Both give the same precision to rounding, on any device; which is faster on a GPU is
+#: measured by the kit step ``fsvgd_clip`` (docs/speed.md, session 38).
+STEP_CLIP = os.environ.get("UNCERTAIN_AGENTS_STEP_CLIP", "eager")
+STEP_CLIPS = ("eager", "iterative")
+
+
+def step_precision(cov: Tensor, floor: float) -> Generator[EagerStage, Tensor, Tensor]:
+    """The clipped precision in a staged training step: ``precision = yield from step_precision(cov, floor)``
+    (:mod:`.cuda_graphs`), by the method :data:`STEP_CLIP` names."""
+    if STEP_CLIP not in STEP_CLIPS:
+        raise ValueError(f"UNCERTAIN_AGENTS_STEP_CLIP / function_prior.STEP_CLIP must be one of {STEP_CLIPS}, "
+                         f"got {STEP_CLIP!r}")
+    if STEP_CLIP == "iterative":
+        return clipped_precision_iterative(cov, floor)
+    return (yield EagerStage(clipped_precision_for_step, (cov, floor)))
 
 
 def layer_prior_stds(spec: MLPSpec, prior_std: Tensor) -> list[tuple[float, float]] | None:

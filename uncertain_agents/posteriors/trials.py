@@ -39,11 +39,10 @@ from ..validation import check_device, check_positive_float, check_positive_int
 from .base import Batch, FitResult, Posterior, TrainingContext
 from .bb_alpha import BlackBoxAlpha
 from .bootstrap import Bootstrap, draw_counts
-from .cuda_graphs import EagerStage
 from .data import check_training_data
 from .dropout_alpha import DropoutAlpha, _DroppedReLU
 from .fsvgd import FunctionSpaceSVGD
-from .function_prior import GaussianFunctionPrior, clipped_precision_for_step, moment_match, prior_function_draws
+from .function_prior import GaussianFunctionPrior, moment_match, prior_function_draws, step_precision
 from .mfvi import MeanFieldVI
 from .particle_rules import particle_direction
 from .point_estimates import Ensemble
@@ -553,7 +552,7 @@ class TrialFSVGD(_TrialParticles, FunctionSpaceSVGD):
             draws = prior_function_draws(self.spec, self.prior_std, x_all.index_select(1, prior_idx),
                                          self.prior_draws, generator, self._layer_stds)  # [R, m, P, out]
             mean, cov = moment_match(draws.reshape(R, self.prior_draws, -1))
-        precision = yield EagerStage(clipped_precision_for_step, (cov, self.prior_eig_floor))  # [R, K, K]
+        precision = yield from step_precision(cov, self.prior_eig_floor)  # [R, K, K]
         prior = GaussianFunctionPrior(mean.unsqueeze(1), precision)
         with torch.enable_grad():
             f = self.function_values(self.particles, self._per_function(x_all))  # [R·n, T, out]
