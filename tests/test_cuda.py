@@ -313,6 +313,24 @@ def test_an_fsvgd_step_with_the_iterative_clip_is_one_graph(monkeypatch, trials)
     assert abs(late["iterative"] - late["eager"]) <= 0.1 * abs(late["eager"]) + 0.05
 
 
+@pytest.mark.parametrize("name,options", [("mfvi", {}), ("fsvgd", {"noise_std": 0.1}),
+                                          ("bootstrap", {"optimizer": "rmsprop", "lr_decay": 0.5})])
+def test_a_posterior_saved_on_cuda_resumes_training_there(name, options, tmp_path):
+    """posteriors/resume.py on the device: the CUDA generator's state and the optimisers' moments come back
+    with ``map_location="cuda"`` (RMSProp's capturable rate included), so the resumed fit, graphed as the
+    original's, follows the original's continuation; loaded on the host it still loads and trains."""
+    x, y = _regression()
+    post = _make(name, **options)
+    post.fit(x, y, steps=40, batch_size=64)
+    post.save(tmp_path / "post.pt")
+    same = ua.load_posterior(tmp_path / "post.pt", map_location="cuda")
+    go_on, resumed = post.fit(x, y, steps=40, batch_size=64), same.fit(x, y, steps=40, batch_size=64)
+    torch.testing.assert_close(torch.as_tensor(resumed.losses), torch.as_tensor(go_on.losses), rtol=1e-5, atol=1e-6)
+    assert getattr(same, "_cuda_graph_failure", None) is None
+    host = ua.load_posterior(tmp_path / "post.pt")
+    assert np.isfinite(host.fit(x.cpu(), y.cpu(), steps=5, batch_size=64).losses).all()
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_posterior_constructed_directly_lives_on_the_device_it_was_given(name):
     """``Cls(spec, device="cuda")`` moves the finished posterior, as ``make_posterior`` does (it used to

@@ -74,6 +74,78 @@ def test_save_load_round_trip(name, regression_data, tmp_path):
     assert torch.allclose(pa.variance, pb.variance)
 
 
+@pytest.mark.parametrize("likelihood", ["gaussian", "categorical"])
+@pytest.mark.parametrize("name", NAMES)
+def test_a_loaded_posterior_resumes_training_bit_for_bit(name, likelihood, regression_data, tmp_path):
+    """The file holds the optimisers' moments and the training stream (posteriors/resume.py): ``fit`` after
+    ``load_posterior`` takes the same steps as ``fit`` on the saved posterior — the same losses and the same
+    parameters to the bit — and sampling without a generator continues the same stream."""
+    x, y = regression_data
+    out_dim, targets = (1, y) if likelihood == "gaussian" else (3, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
+    post = make(name, likelihood=likelihood, out_dim=out_dim)
+    post.fit(x, targets, steps=7, batch_size=16)
+    post.save(tmp_path / "post.pt")
+    same = ua.load_posterior(tmp_path / "post.pt")
+    go_on, resumed = post.fit(x, targets, steps=9, batch_size=16), same.fit(x, targets, steps=9, batch_size=16)
+    np.testing.assert_array_equal(resumed.losses, go_on.losses)
+    for (key, a), b in zip(post.state_dict().items(), same.state_dict().values()):
+        assert torch.equal(a, b), key
+    assert torch.equal(post.sample(3)(x), same.sample(3)(x))
+
+
+@pytest.mark.parametrize("name,options", [("bootstrap", {"optimizer": "rmsprop", "lr_decay": 0.5}),
+                                          ("mfvi", {"lr_decay": 0.1}), ("ensemble", {"optimizer": "rmsprop"})])
+def test_resumed_training_keeps_the_optimiser_and_its_decay(name, options, regression_data, tmp_path):
+    """RMSProp's mean squares and the inverse-time decay (counted by ``steps_trained``) resume too; a
+    posterior saved again before any use keeps the state it was loaded with."""
+    x, y = regression_data
+    post = make(name, **options)
+    post.fit(x, y, steps=5, batch_size=16)
+    post.save(tmp_path / "a.pt")
+    ua.load_posterior(tmp_path / "a.pt").save(tmp_path / "b.pt")  # saved again, untouched
+    same = ua.load_posterior(tmp_path / "b.pt")
+    np.testing.assert_array_equal(same.fit(x, y, steps=6, batch_size=16).losses,
+                                  post.fit(x, y, steps=6, batch_size=16).losses)
+
+
+def test_an_unfitted_or_old_file_loads_with_fresh_optimisers(regression_data, tmp_path):
+    """Nothing to resume before a fit: the file has no training entry, and the loaded posterior's first fit
+    is the original's first fit. A file without the entry (saved by an earlier version) loads with fresh
+    optimisers and the stream restarted from ``seed``."""
+    from uncertain_agents.posteriors.storage import read_payload
+
+    x, y = regression_data
+    fresh = make("mfvi")
+    fresh.save(tmp_path / "fresh.pt")
+    assert "training" not in read_payload((tmp_path / "fresh.pt").read_bytes())
+    np.testing.assert_array_equal(ua.load_posterior(tmp_path / "fresh.pt").fit(x, y, **FAST).losses,
+                                  fresh.fit(x, y, **FAST).losses)
+    fresh.save(tmp_path / "fitted.pt")
+    assert set(read_payload((tmp_path / "fitted.pt").read_bytes())["training"]) == {"optimizers", "generators"}
+
+
+def test_a_bad_training_entry_is_refused_naming_it(regression_data, tmp_path):
+    from uncertain_agents.posteriors.storage import read_payload, write_payload
+
+    x, y = regression_data
+    post = make("mfvi")
+    post.fit(x, y, **FAST)
+    post.save(tmp_path / "good.pt")
+    payload = read_payload((tmp_path / "good.pt").read_bytes())
+    cases = {"not a table": ("nonsense", "not an {'optimizers', 'generators'} table"),
+             "groups": ({**payload["training"], "optimizers": {"other": payload["training"]["optimizers"]["main"]}},
+                        r"optimiser groups \['other'\] are not this method's \['main'\]"),
+             "moments": ({**payload["training"], "optimizers": {"main": {
+                 "state": payload["training"]["optimizers"]["main"]["state"], "param_groups": []}}},
+                         "optimiser group 'main' does not fit"),
+             "generator": ({**payload["training"], "generators": {"cpu": torch.zeros(3, dtype=torch.uint8)}},
+                           "CPU generator state is invalid")}
+    for label, (training, message) in cases.items():
+        write_payload(tmp_path / "bad.pt", {**payload, "training": training})
+        with pytest.raises(ValueError, match=message):
+            ua.load_posterior(tmp_path / "bad.pt")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_seed_reproducible(name, regression_data):
     x, y = regression_data

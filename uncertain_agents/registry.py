@@ -402,4 +402,11 @@ def _load(path: Path, map_location):
     except (ValueError, RuntimeError) as err:
         raise _LoadError(f"the tensors do not match a {name} posterior of this configuration: "
                          f"{str(err).splitlines()[0]}") from None
+    if "training" in payload:  # optimisers and the training stream (posteriors/resume.py)
+        from .posteriors.resume import restore_training_state
+
+        try:
+            restore_training_state(post, payload["training"])
+        except ValueError as err:
+            raise _LoadError(str(err)) from None
     return post.to(map_location or "cpu")

@@ -34,6 +34,7 @@ from .data import check_training_data
 from .training import (MAIN_LOSS, Batch, FitResult, OptimizerGroup, OptimizerSet, Phase, TrainingContext,
                        TrainingDivergedError, run_training)
 from .optimizers import check_lr_decay, check_optimizer
+from .resume import training_state
 from .storage import FORMAT_2, write_payload
 from .units import TrainingUnits
 
@@ -194,6 +195,9 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         self.register_buffer("steps_trained", torch.tensor(0, dtype=torch.long))
         self.config: dict = {}
         self._generators: dict[str, torch.Generator] = {}
+        # generator states of a loaded posterior ({device type: state}, :mod:`.resume`), claimed by
+        # the first generator made for a device of that type
+        self._pending_generator_states: dict[str, Tensor] = {}
         self.optimizer_set = OptimizerSet()
         self._init_generator = torch.Generator().manual_seed(self._stream_seed(POSTERIOR_INIT_KEY))
         self._requested_device = check_device(device)
@@ -287,6 +291,9 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         key = str(device)
         if key not in self._generators:
             g = torch.Generator(device=device).manual_seed(self._stream_seed(POSTERIOR_TRAIN_KEY))
+            saved = self._pending_generator_states.pop(device.type, None)
+            if saved is not None:  # a loaded posterior continues the saved stream
+                g.set_state(saved)
             self._generators[key] = g
         return self._generators[key]
 
@@ -461,8 +468,12 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
             raise ValueError(f"{type(self).__name__} is not the class registered as {self.name!r}, so a saved "
                              f"file could not be loaded back; register it under a name of its own "
                              f"(@uncertain_agents.register_posterior('my-name')) to save it")
-        write_payload(path, {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
-                             "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}})
+        payload = {"format": SAVE_FORMAT, "method": self.name, "config": json.dumps(self.config),
+                   "state": {k: v.detach().cpu().contiguous() for k, v in self.state_dict().items()}}
+        training = training_state(self)
+        if training is not None:  # optimisers and the training stream: a loaded posterior resumes exactly
+            payload["training"] = training
+        write_payload(path, payload)
 
     #: State entries added after files were first saved: a file without them loads, and they
     #: keep their initial values (which reproduce the older behaviour).

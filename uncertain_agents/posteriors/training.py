@@ -310,6 +310,9 @@ class OptimizerSet:
         self.groups: dict[str, OptimizerGroup] = {}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.device: torch.device | None = None
+        #: ``{group: optimizer.state_dict()}`` of a loaded posterior (:mod:`.resume`), given to the
+        #: optimisers when they are built
+        self.pending: dict[str, dict] = {}
 
     def get(self, posterior: "Posterior", lr: float) -> tuple[dict[str, torch.optim.Optimizer],
                                                               dict[str, OptimizerGroup]]:
@@ -325,6 +328,12 @@ class OptimizerSet:
             kind = getattr(posterior, "optimizer", "adam")
             self.optimizers = {name: make_optimizer(kind, g.params, lr * g.lr_scale) for name, g in self.groups.items()}
             self.device = posterior.device
+            for name, saved in self.pending.items():
+                # the saved moments and step counts; the hyper-parameters stay as built for this device
+                optimizer = self.optimizers[name]
+                optimizer.load_state_dict({"state": saved["state"],
+                                           "param_groups": optimizer.state_dict()["param_groups"]})
+            self.pending = {}
         for name, group in self.groups.items():
             for pg in self.optimizers[name].param_groups:
                 set_group_lr(pg, lr * group.lr_scale)
