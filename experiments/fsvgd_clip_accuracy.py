@@ -46,11 +46,15 @@ def bandit_covariances(env_name: str, decisions: int, train_steps: int, seed: in
     env = make_env(env_name, steps=decisions, delta=0.95)
     agent = make_agent("thompson", n_actions=int(env.action_space.n), context_dim=int(env.observation_space.shape[0]),
                        posterior="fsvgd", protocol="fsvgd-paper", train_steps=train_steps, seed=seed)
+    # the steps reach recording_clip only through the eager stage: with UNCERTAIN_AGENTS_STEP_CLIP=iterative in
+    # the environment (as the GPU kit's table runs export it) nothing would be recorded
+    step_clip, function_prior.STEP_CLIP = function_prior.STEP_CLIP, "eager"
     function_prior.clipped_precision_for_step = recording_clip
     try:
         run_bandit(env, agent, steps=decisions, seed=seed)
     finally:
         function_prior.clipped_precision_for_step = eager_clip
+        function_prior.STEP_CLIP = step_clip
     floors = {floor for _, floor in recorded}
     if len(floors) != 1:
         raise RuntimeError(f"expected one eigenvalue floor, got {sorted(floors)}")

@@ -108,6 +108,20 @@ def test_resumed_training_keeps_the_optimiser_and_its_decay(name, options, regre
                                   post.fit(x, y, steps=6, batch_size=16).losses)
 
 
+@pytest.mark.parametrize("name", ["mfvi", "ensemble", "fsvgd"])
+def test_a_posterior_moved_between_devices_keeps_its_optimisers_moments(name, regression_data):
+    """The optimisers are rebuilt on the device a moved posterior now lives on, with the moments they had:
+    the next fit continues as it would have without the move (here the move is simulated: the optimisers
+    are marked as built for another device, which is the state ``post.to(device)`` leaves)."""
+    x, y = regression_data
+    moved, stayed = make(name), make(name)
+    for post in (moved, stayed):
+        post.fit(x, y, steps=6, batch_size=16)
+    moved.optimizer_set.device = torch.device("meta")
+    np.testing.assert_array_equal(moved.fit(x, y, steps=6, batch_size=16).losses,
+                                  stayed.fit(x, y, steps=6, batch_size=16).losses)
+
+
 def test_an_unfitted_or_old_file_loads_with_fresh_optimisers(regression_data, tmp_path):
     """Nothing to resume before a fit: the file has no training entry, and the loaded posterior's first fit
     is the original's first fit. A file without the entry (saved by an earlier version) loads with fresh
@@ -144,6 +158,70 @@ def test_a_bad_training_entry_is_refused_naming_it(regression_data, tmp_path):
         write_payload(tmp_path / "bad.pt", {**payload, "training": training})
         with pytest.raises(ValueError, match=message):
             ua.load_posterior(tmp_path / "bad.pt")
+
+
+def test_malformed_optimiser_moments_are_refused_at_load(regression_data, tmp_path):
+    """Moments the fused kernels would read as dense arrays of their parameter's size (a wrong shape, an
+    expanded view of one value: both crashed the interpreter at the first step after loading), entries the
+    optimiser cannot step with, and indices outside the group are refused by ``load_posterior`` with a
+    ``ValueError`` naming them, not at the first ``fit`` (or never)."""
+    from uncertain_agents.posteriors.storage import read_payload, write_payload
+
+    x, y = regression_data
+    post = make("mfvi")
+    post.fit(x, y, **FAST)
+    post.save(tmp_path / "good.pt")
+    payload = read_payload((tmp_path / "good.pt").read_bytes())
+    main = payload["training"]["optimizers"]["main"]
+
+    def with_entries(change):
+        return {**main, "state": {k: change(dict(v)) for k, v in main["state"].items()}}
+
+    cases = {
+        "short": (with_entries(lambda e: {**e, "exp_avg": e["exp_avg"][:1]}), "'exp_avg' of parameter 0 has shape"),
+        "expanded": (with_entries(lambda e: {**e, "exp_avg_sq": torch.ones(1).expand(e["exp_avg_sq"].shape)}),
+                     None),  # the right shape: accepted, but copied dense
+        "rmsprop keys": (with_entries(lambda e: {"step": e["step"], "square_avg": e["exp_avg_sq"]}),
+                         r"holds \['square_avg', 'step'\], not \['exp_avg', 'exp_avg_sq', 'step'\]"),
+        "step vector": (with_entries(lambda e: {**e, "step": torch.zeros(4)}), "'step' of parameter 0 is not a scalar"),
+        "nan": (with_entries(lambda e: {**e, "exp_avg": torch.full_like(e["exp_avg"], float("nan"))}),
+                "'exp_avg' of parameter 0 holds NaN"),
+        "negative square": (with_entries(lambda e: {**e, "exp_avg_sq": -torch.ones_like(e["exp_avg_sq"])}),
+                            "'exp_avg_sq' of parameter 0 holds NaN, infinite or negative"),
+        "unknown index": ({**main, "state": {**main["state"], 99: main["state"][0]}}, "names parameter 99"),
+        "state not a table": ({**main, "state": 5}, "not a {parameter index: moments} table"),
+    }
+    for label, (optimizer, message) in cases.items():
+        training = {**payload["training"], "optimizers": {"main": optimizer}}
+        write_payload(tmp_path / "bad.pt", {**payload, "training": training})
+        if message is None:
+            loaded = ua.load_posterior(tmp_path / "bad.pt")
+            moments = loaded.optimizer_set.pending["main"]["state"]
+            assert all(v.is_contiguous() for entry in moments.values() for v in entry.values()), label
+            assert np.isfinite(loaded.fit(x, y, **FAST).losses).all(), label
+            continue
+        with pytest.raises(ValueError, match=message):
+            ua.load_posterior(tmp_path / "bad.pt")
+    for generators, message in (({"cuda": torch.zeros(3, dtype=torch.uint8)}, "CUDA generator state is invalid"),
+                                ({"bogus": torch.zeros(16, dtype=torch.uint8)}, "'bogus', which is not a device type")):
+        write_payload(tmp_path / "bad.pt", {**payload, "training": {**payload["training"], "generators": generators}})
+        with pytest.raises(ValueError, match=message):
+            ua.load_posterior(tmp_path / "bad.pt")
+
+
+def test_loading_an_unseeded_posterior_leaves_torchs_global_stream_alone(regression_data, tmp_path):
+    """An unseeded posterior's generator is seeded by a draw from torch's global stream; a loaded one
+    continues its saved stream instead, so its fit, like the original's, draws nothing from the global one."""
+    x, y = regression_data
+    post = make("mfvi", seed=None)
+    post.fit(x, y, **FAST)
+    post.save(tmp_path / "post.pt")
+    same = ua.load_posterior(tmp_path / "post.pt")
+    torch.manual_seed(1)
+    losses, after = post.fit(x, y, **FAST).losses, torch.rand(3)
+    torch.manual_seed(1)
+    np.testing.assert_array_equal(same.fit(x, y, **FAST).losses, losses)
+    assert torch.equal(torch.rand(3), after)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -534,6 +534,27 @@ def test_the_iterative_clips_iteration_counts_resolve_their_range():
         iterative_clip_iterations(0.5, 1e-8)
 
 
+def test_the_iterative_clips_inverse_count_covers_the_dimension():
+    """The inverse's starting error is ``1 − μ/‖M‖_F`` with ``‖M‖_F`` up to ``‖A‖_F + f·√K``: for a small
+    ``max_ratio`` the count must cover ``√K`` too (``C = 1.0499·f·I``, ``K = 400``: ratio 0.998 but
+    ``μ/‖M‖_F = 1/20``; counts derived for ``K = 1`` left a relative error of 2e-6). The default range is
+    unaffected for any practical ``K``; a range whose smallest sign underflows, or an infinite one, is refused
+    (it used to loop for ever)."""
+    from uncertain_agents.posteriors.function_prior import clipped_precision_iterative, iterative_clip_iterations
+
+    floor, k = 1e-3, 400
+    cov = 1.0499 * floor * torch.eye(k, dtype=torch.float64)
+    assert float(torch.linalg.matrix_norm(cov - floor * torch.eye(k, dtype=torch.float64))) / floor <= 1.0
+    got = clipped_precision_iterative(cov, floor, iterations=iterative_clip_iterations(1.0, 1e-8, k))
+    assert float((got - torch.linalg.inv(cov)).norm() / torch.linalg.inv(cov).norm()) < 1e-13
+    assert iterative_clip_iterations(dim=20) == iterative_clip_iterations(dim=10 ** 6) == iterative_clip_iterations()
+    for max_ratio, tolerance in ((math.inf, 1e-8), (1e10, 1e-320), (math.nan, 1e-8)):
+        with pytest.raises(ValueError, match="max_ratio"):
+            iterative_clip_iterations(max_ratio, tolerance)
+    with pytest.raises(ValueError, match="dim"):
+        iterative_clip_iterations(dim=0)
+
+
 def test_the_iterative_clip_with_too_few_iterations_stays_positive_definite():
     """Unconverged, the clip lands between λ and the floor and the inverse underestimates: the precision
     stays symmetric positive definite with eigenvalues at most 2 / floor, never worse."""
@@ -564,6 +585,8 @@ def test_a_step_computes_the_clip_as_function_prior_step_clip_names(monkeypatch)
     monkeypatch.setattr(fp, "STEP_CLIP", "lapack")
     with pytest.raises(ValueError, match="UNCERTAIN_AGENTS_STEP_CLIP.*'eager', 'iterative'.*'lapack'"):
         next(fp.step_precision(cov, 1e-2))
+    with pytest.raises(ValueError, match="UNCERTAIN_AGENTS_STEP_CLIP"):  # named when the posterior is built
+        ua.make_posterior("fsvgd", in_dim=2, out_dim=1)
 
 
 @pytest.mark.parametrize("trials", [None, 2])
@@ -576,9 +599,12 @@ def test_fsvgd_trains_alike_with_either_step_clip(monkeypatch, trials):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(120, 3, generator=g)
     y = torch.cat([torch.sin(2 * x[:, :1]), x[:, 1:2] * x[:, 2:]], 1) + 0.1 * torch.randn(120, 2, generator=g)
-    particles = {}
+    particles, calls = {}, []
+    for fn in ("clipped_precision_iterative", "clipped_precision_for_step"):  # which clip each step ran
+        monkeypatch.setattr(fp, fn, lambda *args, _fn=getattr(fp, fn), _name=fn: calls.append(_name) or _fn(*args))
     for clip in ("eager", "iterative"):
         monkeypatch.setattr(fp, "STEP_CLIP", clip)
+        calls.clear()
         options = dict(in_dim=3, out_dim=2, hidden=(16,), seed=0, n_particles=5, prior_eig_floor=1e-4)
         if trials is None:
             post = ua.make_posterior("fsvgd", **options)
@@ -588,4 +614,5 @@ def test_fsvgd_trains_alike_with_either_step_clip(monkeypatch, trials):
             post.set_units()
             post.fit(x.expand(trials, -1, -1), y.expand(trials, -1, -1), steps=40, batch_size=32)
         particles[clip] = post.particles.detach().clone()
+        assert calls and set(calls) == {"clipped_precision_for_step" if clip == "eager" else "clipped_precision_iterative"}
     assert torch.allclose(particles["eager"], particles["iterative"], rtol=1e-4, atol=1e-5)

@@ -171,7 +171,7 @@ step fsvgd_eigh 150 bash -c "python3 experiments/gpu_refit_profile.py --device $
 # no synchronisation per step) against the eager host clip, ten batched trials on each bandit, alternated, with
 # its CUDA tests first. If "iterative" is faster, run the table with it: UNCERTAIN_AGENTS_STEP_CLIP=iterative
 # GPU_SESSION_STEPS=table50k ... (the variable reaches every process the table starts).
-step fsvgd_clip 240 bash -c "python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k 'iterative or clipped_precision'; \
+step fsvgd_clip 360 bash -c "python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py -k 'iterative or clipped_precision'; \
   for env in mushroom wheel; do for clip in eager iterative eager iterative; do \
     name=fsvgd_clip_\${env}_\${clip}_\$SECONDS; \
     python3 experiments/gpu_refit_profile.py --device $DEVICE --trials 10 --env \$env --decisions $DECISIONS \

@@ -290,10 +290,12 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
         device = torch.device(device or self.device)
         key = str(device)
         if key not in self._generators:
-            g = torch.Generator(device=device).manual_seed(self._stream_seed(POSTERIOR_TRAIN_KEY))
+            g = torch.Generator(device=device)
             saved = self._pending_generator_states.pop(device.type, None)
             if saved is not None:  # a loaded posterior continues the saved stream
                 g.set_state(saved)
+            else:  # (an unseeded posterior's seed is a draw from torch's global stream: only when needed)
+                g.manual_seed(self._stream_seed(POSTERIOR_TRAIN_KEY))
             self._generators[key] = g
         return self._generators[key]
 

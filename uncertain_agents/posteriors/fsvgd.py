@@ -43,8 +43,8 @@ from ..registry import register
 from ..validation import check_positive_float, check_positive_int
 from .base import Batch
 from .cuda_graphs import run_stages_eagerly
-from .function_prior import (GaussianFunctionPrior, clipped_precision, layer_prior_stds, moment_match,
-                             prior_function_draws, step_precision)
+from .function_prior import (GaussianFunctionPrior, check_step_clip, clipped_precision, layer_prior_stds,
+                             moment_match, prior_function_draws, step_precision)
 from .particle_rules import particle_direction
 from .particles import ParticlePosterior
 
@@ -88,6 +88,7 @@ class FunctionSpaceSVGD(ParticlePosterior):
                  extra_noise: float | None = None, prior_points: int = 4, prior_draws: int = 40,
                  prior_eig_floor: float | None = None, prior_scale: float = 1.0,
                  input_scale: str | float = "sqrt_dim", **kwargs):
+        check_step_clip()
         super().__init__(spec, likelihood, input_scale=input_scale, **kwargs)
         if n_extra is not None and (isinstance(n_extra, bool) or not isinstance(n_extra, int) or n_extra < 0):
             raise ValueError(f"n_extra must be a non-negative integer or None, got {n_extra!r}")

@@ -98,17 +98,23 @@ ITERATIVE_CLIP_TOLERANCE = 1e-8
 
 @lru_cache(maxsize=None)
 def iterative_clip_iterations(max_ratio: float = ITERATIVE_CLIP_MAX_RATIO,
-                              tolerance: float = ITERATIVE_CLIP_TOLERANCE) -> tuple[int, int, int]:
+                              tolerance: float = ITERATIVE_CLIP_TOLERANCE, dim: int = 1) -> tuple[int, int, int]:
     """``(quintic, cubic, inverse)`` iteration counts of :func:`clipped_precision_iterative` that make it
-    exact (to float64 rounding) for ``‖C − f·I‖_F / f ≤ max_ratio`` and ``|λ − f| / f ≥ tolerance``.
+    exact (to float64 rounding) for ``‖C − f·I‖_F / f ≤ max_ratio`` and ``|λ − f| / f ≥ tolerance``, for
+    ``K × K`` covariances with ``K ≤ dim`` (``dim`` matters only where ``√dim`` is not small against
+    ``max_ratio``: :func:`clipped_precision_iterative` passes its ``K``).
 
     Each phase's count is its worst case, found by running the scalar map: the sign iteration starts an
     eigenvalue at ``(λ − f) / ‖C − f·I‖_F``, at least ``tolerance / max_ratio`` in size; the quintic
     brings it into ``[0.68, 1.2025]`` and the cubic from either end of that band to 1 within 2⁻⁵²; the
     inverse's Newton iteration starts every eigenvalue's error ``1 − μ / ‖M‖_F`` in ``[0, 1 − 1 / (2·(max_ratio
-    + 1))]`` (``μ ≥ f / 2``, ``‖M‖_F ≤ ‖A‖_F + f·√K``, bounded loosely) and squares it per iteration."""
-    if not (max_ratio >= 1.0 and 0.0 < tolerance < 1.0):
-        raise ValueError(f"need max_ratio >= 1 and 0 < tolerance < 1, got {max_ratio!r}, {tolerance!r}")
+    + √dim))]`` (``μ ≥ f / 2``, ``‖M‖_F ≤ ‖A‖_F + f·√K``) and squares it per iteration."""
+    if not (1.0 <= max_ratio < math.inf and 0.0 < tolerance < 1.0 and tolerance / max_ratio >= 1e-300):
+        # (a start that underflows to 0 would never reach the band: the loop below would not end)
+        raise ValueError(f"need 1 <= max_ratio < inf, 0 < tolerance < 1 and tolerance / max_ratio >= 1e-300, "
+                         f"got {max_ratio!r}, {tolerance!r}")
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise ValueError(f"dim must be an int >= 1, got {dim!r}")
     a, b, c = _QUINTIC
     lo, hi = _QUINTIC_BAND
     x, quintic = tolerance / max_ratio, 0
@@ -120,7 +126,7 @@ def iterative_clip_iterations(max_ratio: float = ITERATIVE_CLIP_MAX_RATIO,
         while abs(1.0 - x) > 2.0 ** -52:
             x, n = 1.5 * x - 0.5 * x ** 3, n + 1
         cubic = max(cubic, n)
-    inverse = math.ceil(math.log2(math.log(2.0 ** 53) * 2.0 * (max_ratio + 1.0)))
+    inverse = math.ceil(math.log2(math.log(2.0 ** 53) * 2.0 * (max_ratio + math.sqrt(dim))))
     return quintic, cubic, inverse
 
 
@@ -140,12 +146,15 @@ def clipped_precision_iterative(cov: Tensor, floor: float, iterations: tuple[int
     ``‖A‖_F ≤ 10¹⁰ f``, :data:`ITERATIVE_CLIP_MAX_RATIO`; relative error against :func:`clipped_precision`
     about ratio × 1e-16 either way, the rounding of the inverse itself). With too few iterations (a
     larger ratio, or an eigenvalue closer to the floor than the counts resolve) an eigenvalue whose sign
-    has not converged is clipped to a value between ``λ`` and ``f`` — every odd polynomial step keeps the
-    sign and stays within ``[-1.2025, 1.2025]`` — so the clipped covariance keeps eigenvalues of at least
-    ``(λ + f) / 2``; and an inverse that has not converged underestimates the precision along small
+    ``s`` has not converged is clipped to ``(λ + f + s·(λ − f)) / 2`` — every odd polynomial step keeps the
+    sign and stays within ``[-1.2025, 1.2025]``, so that is between ``(λ + f) / 2`` and ``max(λ, f)`` plus
+    ``0.10125·|λ − f|`` — and the clipped covariance keeps eigenvalues of at least ``(λ + f) / 2``; and an
+    inverse that has not converged underestimates the precision along small
     eigenvalues (``Y``'s eigenvalues stay in ``(0, 1/μ]`` in exact arithmetic) rather than diverging."""
-    quintic, cubic, inverse = iterative_clip_iterations() if iterations is None else iterations
     shape, k = cov.shape, cov.shape[-1]
+    if iterations is None:
+        iterations = iterative_clip_iterations(ITERATIVE_CLIP_MAX_RATIO, ITERATIVE_CLIP_TOLERANCE, max(k, 1))
+    quintic, cubic, inverse = iterations
     c = cov.reshape(-1, k, k)
     eye = torch.eye(k, dtype=c.dtype, device=c.device)
     a = c - floor * eye
@@ -178,13 +187,20 @@ STEP_CLIP = os.environ.get("UNCERTAIN_AGENTS_STEP_CLIP", "eager")
 STEP_CLIPS = ("eager", "iterative")
 
 
-def step_precision(cov: Tensor, floor: float) -> Generator[EagerStage, Tensor, Tensor]:
-    """The clipped precision in a staged training step: ``precision = yield from step_precision(cov, floor)``
-    (:mod:`.cuda_graphs`), by the method :data:`STEP_CLIP` names."""
+def check_step_clip() -> str:
+    """:data:`STEP_CLIP`, or ``ValueError`` naming ``UNCERTAIN_AGENTS_STEP_CLIP`` and the accepted values (checked
+    when an f-SVGD posterior is built, so a misspelt variable is named before any training, not inside a
+    CUDA capture)."""
     if STEP_CLIP not in STEP_CLIPS:
         raise ValueError(f"UNCERTAIN_AGENTS_STEP_CLIP / function_prior.STEP_CLIP must be one of {STEP_CLIPS}, "
                          f"got {STEP_CLIP!r}")
-    if STEP_CLIP == "iterative":
+    return STEP_CLIP
+
+
+def step_precision(cov: Tensor, floor: float) -> Generator[EagerStage, Tensor, Tensor]:
+    """The clipped precision in a staged training step: ``precision = yield from step_precision(cov, floor)``
+    (:mod:`.cuda_graphs`), by the method :data:`STEP_CLIP` names."""
+    if check_step_clip() == "iterative":
         return clipped_precision_iterative(cov, floor)
     return (yield EagerStage(clipped_precision_for_step, (cov, floor)))
 

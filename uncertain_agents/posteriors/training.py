@@ -317,6 +317,9 @@ class OptimizerSet:
     def get(self, posterior: "Posterior", lr: float) -> tuple[dict[str, torch.optim.Optimizer],
                                                               dict[str, OptimizerGroup]]:
         if not self.optimizers or self.device != posterior.device:
+            if self.optimizers and not self.pending:
+                # the posterior was moved to another device: its moments move with it (rebuilt there below)
+                self.pending = {name: opt.state_dict() for name, opt in self.optimizers.items()}
             self.groups = dict(posterior.optimizer_groups())
             seen: set[int] = set()
             for name, group in self.groups.items():
