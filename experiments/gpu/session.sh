@@ -186,13 +186,28 @@ TB="$OUT/table50k"
 TABLE_PROCESSES="${GPU_SESSION_TABLE_PROCESSES:-wheel mushroom}"
 # which posteriors' groups the table runs (default: the issue's three), e.g. GPU_SESSION_TABLE_POSTERIORS=fsvgd
 TABLE_POSTERIORS="$(echo "${GPU_SESSION_TABLE_POSTERIORS:-fsvgd,bootstrap,mfvi}" | tr -d ' ')"
-TABLE_ONLY="$(echo "$TABLE_POSTERIORS" | sed -E 's/([^,]+)/thompson[\1]/g')"
+# GPU_SESSION_TABLE_SPLIT=posterior (session 38): one process per bandit *and* posterior (six by default), each
+# writing its own folder gpu_<bandit>_<posterior>, so no group waits for another's host work under one GIL
+# (session 37: f-SVGD alone ran nearly twice as fast as beside the other two groups in one process)
+if [ "${GPU_SESSION_TABLE_SPLIT:-bandit}" = posterior ]; then
+  TABLE_GROUPS="$(echo "$TABLE_POSTERIORS" | tr ',' ' ')"
+else
+  TABLE_GROUPS="$TABLE_POSTERIORS"
+fi
+TABLE_JOBS=""
+for envs in $TABLE_PROCESSES; do for group in $TABLE_GROUPS; do
+  name="gpu_${envs/,/_}"
+  [ "$group" = "$TABLE_POSTERIORS" ] || name="${name}_${group//,/_}"
+  TABLE_JOBS="$TABLE_JOBS $envs:$group:$name"
+done; done
 step table50k "$((TABLE_LIMIT + 20))" bash -c "
-  for envs in $TABLE_PROCESSES; do
+  for job in $TABLE_JOBS; do
+    IFS=: read -r envs group name <<< \"\$job\"
+    only=\$(echo \"\$group\" | sed -E 's/([^,]+)/thompson[\\1]/g')
     timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs \$envs --steps $FULL_DECISIONS --trials 10 \
       --protocol fsvgd-paper --device $DEVICE --parallel batched --workers 6 --log-every 2500 \
-      --only '$TABLE_ONLY' --posteriors $TABLE_POSTERIORS \
-      --out $TB/gpu_\${envs/,/_} > $OUT/table_gpu_\${envs/,/_}.log 2>&1 &
+      --only \"\$only\" --posteriors \$group \
+      --out $TB/\$name > $OUT/table_\$name.log 2>&1 &
   done
   [ \"${GPU_SESSION_TABLE_CPU:-1}\" = 1 ] && timeout $TABLE_LIMIT python3 experiments/bandit_table.py --envs wheel,mushroom \
     --steps $FULL_DECISIONS --trials 10 --protocol fsvgd-paper --device cpu --parallel processes --workers 8 \
