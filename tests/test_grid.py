@@ -271,6 +271,9 @@ def test_where_runs_a_slice_of_the_cross_and_the_rest_later(tmp_path):
     assert (both.total, both.finished) == (1, 1)
     rest = run_grid(toy_spec(), out)
     assert (rest.total, rest.skipped, rest.finished) == (6, 5, 1)
+    run_grid(toy_spec(), out)  # nothing left to run: not a run of the folder
+    runs = json.loads((out / "manifest.json").read_text())["runs"]  # one per run that added cells
+    assert len(runs) == 3 and all({"git_commit", "argv", "started"} <= set(r) for r in runs)
     from uncertain_agents.commands.grid import _parse_where
 
     assert _parse_where(["seed=0, 1", "seed=2"]) == {"seed": ["0", "1", "2"]}

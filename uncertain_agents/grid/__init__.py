@@ -18,7 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..runs import atomic_write_text, run_manifest
+from ..runs import atomic_write_text, record_run, run_manifest
 from .executors import EXECUTORS, available_cores, run_local, run_ray
 from .jobs import JOBS
 from .spec import GridSpec, load_spec, parse_spec
@@ -98,6 +98,8 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
         {"spec": raw, "source": spec.source, "cells": [cell_hash(c) for c in spec.cells()]}, indent=1))
     run = GridRun(len(cells), len(cells) - len(todo))
     manifest = run_manifest()
+    if todo:  # the folder's manifest.json lists every run that added cells (each cell also keeps its own)
+        record_run(out)
 
     def report(cell: dict, result: dict) -> None:
         record_manifest = {**manifest, "cell_seconds": result["seconds"], "executor": executor}
