@@ -153,3 +153,106 @@ def test_saving_to_a_link_writes_through_it(tmp_path):
     assert link.is_symlink() and link.resolve() == target.resolve()
     assert ua.load_posterior(target).config == post.config
     assert not [p.name for p in target.parent.iterdir() if p.name != "model.pt"]  # no temporary left
+
+
+# ---- a second audit (session 39): exact resume without a seed, and crafted files refused at load
+
+def _payload(path) -> dict:
+    return storage.read_payload(path.read_bytes())
+
+
+@pytest.mark.parametrize("name", ["svgd", "fsvgd"])
+def test_an_unseeded_particle_posterior_resumes_with_the_same_noise_holdout(name, tmp_path):
+    """Particle posteriors with a learned noise hold out rows chosen by a seed drawn at construction;
+    unseeded, that seed must travel in the file, or the loaded copy holds out other rows."""
+    x, y = _data("gaussian")
+    post = ua.make_posterior(name, in_dim=3, out_dim=1, hidden=(6,), seed=None)
+    post.fit(x, y, steps=3, batch_size=8)
+    post.save(tmp_path / "p.pt")
+    same = ua.load_posterior(tmp_path / "p.pt")
+    assert int(same.holdout_seed) == int(post.holdout_seed)
+    a, b = post.fit(x, y, steps=4, batch_size=8), same.fit(x, y, steps=4, batch_size=8)
+    assert torch.equal(post._holdout_rows, same._holdout_rows)
+    assert (a.losses == b.losses).all()
+
+
+def test_a_file_without_the_holdout_seed_still_loads(tmp_path):
+    """Files saved before the seed was stored load; a seeded posterior draws the same seed again."""
+    post = _make("svgd")
+    post.save(tmp_path / "p.pt")
+    payload = _payload(tmp_path / "p.pt")
+    del payload["state"]["holdout_seed"]
+    storage.write_payload(tmp_path / "old.pt", payload)
+    assert int(ua.load_posterior(tmp_path / "old.pt").holdout_seed) == int(post.holdout_seed)
+
+
+@pytest.mark.parametrize("name, key, bad", [
+    ("mfvi", "x_scale", torch.ones(4)),
+    ("mfvi", "units_fixed", torch.tensor([True, True])),
+    ("ensemble", "y_loc", torch.zeros(2, 2)),
+    ("bootstrap", "weights", torch.ones(9, 8)),  # grows along its last axis only, never its members
+])
+def test_a_buffer_of_the_wrong_shape_is_refused_at_load(name, key, bad, tmp_path):
+    """Only a buffer declared to grow with the data (bootstrap's ``weights[M, N]``) may differ from a
+    fresh posterior's shape; any other used to load and fail later inside torch."""
+    post = _make(name)
+    post.fit(*_data("gaussian"), steps=2, batch_size=8)
+    post.save(tmp_path / "p.pt")
+    payload = _payload(tmp_path / "p.pt")
+    payload["state"][key] = bad
+    storage.write_payload(tmp_path / "bad.pt", payload)
+    message = _load_error(tmp_path / "bad.pt")
+    assert "do not match" in message and key in message
+
+
+def test_the_bootstrap_counts_still_grow_with_the_data(tmp_path):
+    post = _make("bootstrap")
+    x, y = _data("gaussian")
+    post.fit(x[:10], y[:10], steps=2, batch_size=8)
+    post.fit(x, y, steps=2, batch_size=8)
+    post.save(tmp_path / "p.pt")
+    assert ua.load_posterior(tmp_path / "p.pt").weights.shape == post.weights.shape == (post.n_members, 24)
+
+
+@pytest.mark.parametrize("where", ["state", "moment"])
+@pytest.mark.parametrize("kind", ["sparse", "meta"])
+def test_a_tensor_that_is_not_dense_is_refused_at_load(saved, tmp_path, where, kind):
+    payload = _payload(saved)
+    if where == "state":
+        value = payload["state"]["mean"]
+    else:
+        value = next(iter(payload["training"]["optimizers"]["main"]["state"].values()))["exp_avg"]
+    odd = value.to_sparse() if kind == "sparse" else torch.empty(value.shape, device="meta")
+    if where == "state":
+        payload["state"]["mean"] = odd
+    else:
+        next(iter(payload["training"]["optimizers"]["main"]["state"].values()))["exp_avg"] = odd
+    storage.write_payload(tmp_path / "bad.pt", payload)
+    assert "dense" in _load_error(tmp_path / "bad.pt")
+
+
+@pytest.mark.parametrize("change", [{"hidden": [10**6, 10**6]}, {"out_dim": 10**9}])
+def test_a_configuration_naming_a_huge_network_is_refused_before_building_it(saved, tmp_path, change):
+    """The sizes are compared with the saved tensors before the posterior is built, so a crafted
+    configuration cannot make the loader allocate terabytes (or fail inside torch's allocator)."""
+    import json
+
+    payload = _payload(saved)
+    payload["config"] = json.dumps({**json.loads(payload["config"]), **change})
+    storage.write_payload(tmp_path / "bad.pt", payload)
+    assert "do not match" in _load_error(tmp_path / "bad.pt")
+
+
+def test_a_float64_posterior_loads_in_float64(tmp_path):
+    """A posterior moved to float64 saves float64 tensors and loads back in float64: its
+    predictions are the saved one's exactly, not rounded through float32."""
+    x, y = _data("gaussian")
+    post = _make("mfvi")
+    post.fit(x, y, steps=2, batch_size=8)
+    post.double()
+    post.save(tmp_path / "p.pt")
+    same = ua.load_posterior(tmp_path / "p.pt")
+    assert same.prior_std.dtype == torch.float64
+    a = post.predict(x.double(), n_samples=4, generator=torch.Generator().manual_seed(0)).mean
+    b = same.predict(x.double(), n_samples=4, generator=torch.Generator().manual_seed(0)).mean
+    assert torch.equal(a, b)

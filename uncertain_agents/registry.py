@@ -394,9 +394,21 @@ def _load(path: Path, map_location):
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise _LoadError(f"tensor {key!r} holds NaN or infinite values")
     try:
-        post = make_posterior(name, device="cpu", **config)
+        spec = MLPSpec(config["in_dim"], config["out_dim"], config["hidden"], config.get("activation", "relu"))
     except (TypeError, ValueError) as err:
         raise _LoadError(f"the saved configuration is invalid: {err}") from None
+    for key, size in (("prior_std", spec.num_params), ("x_loc", spec.in_dim), ("y_loc", spec.out_dim)):
+        if key in state and tuple(state[key].shape) != (size,):
+            raise _LoadError(f"the tensors do not match a {name} posterior of this configuration: its "
+                             f"{'-'.join(map(str, spec.widths))} network has {key} of shape ({size},), "
+                             f"the file's {tuple(state[key].shape)}")
+    try:
+        post = make_posterior(name, device="cpu", **config)
+    except (TypeError, ValueError, RuntimeError, MemoryError) as err:
+        raise _LoadError(f"the saved configuration is invalid: {err}") from None
+    dtypes = {value.dtype for value in state.values() if value.is_floating_point()}
+    if len(dtypes) == 1 and dtypes != {torch.float32}:  # saved after .double() / .half(): keep its precision
+        post.to(dtypes.pop())
     try:
         post._load_tensors(state)
     except (ValueError, RuntimeError) as err:

@@ -480,7 +480,10 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
     #: State entries added after files were first saved: a file without them loads, and they
     #: keep their initial values (which reproduce the older behaviour).
     optional_state: ClassVar[frozenset[str]] = frozenset(
-        {"layer_of_param", "log_prior_scale", "member_log_noise"})
+        {"layer_of_param", "log_prior_scale", "member_log_noise", "holdout_seed"})
+    #: Buffers whose last dimension grows with the data (bootstrap's counts ``weights[M, N]``): the
+    #: only entries a file may hold at another shape than a fresh posterior's.
+    growing_state: ClassVar[frozenset[str]] = frozenset()
 
     def _load_tensors(self, state: dict[str, Tensor]) -> None:
         own = self.state_dict()
@@ -490,10 +493,11 @@ class Posterior(TrainingUnits, nn.Module, metaclass=_PlacedOnItsDevice):
             raise ValueError(f"saved state does not match {self.name}: missing {missing}, unexpected {unexpected}")
         for key, value in state.items():
             target = own[key]
-            if target.shape != value.shape:  # buffers that grow with the data
+            if target.shape != value.shape:
                 module_name, _, attr = key.rpartition(".")
                 module = self.get_submodule(module_name) if module_name else self
-                if attr in module._buffers:
+                if (key in self.growing_state and attr in module._buffers and value.dim() == target.dim()
+                        and value.shape[:-1] == target.shape[:-1]):  # a buffer that grows with the data
                     module._buffers[attr] = value.to(target.device, target.dtype).clone()
                     continue
                 raise ValueError(f"saved tensor {key} has shape {tuple(value.shape)}, "

@@ -60,6 +60,7 @@ class Bootstrap(PointEstimates):
     """
 
     name = "bootstrap"
+    growing_state = frozenset({"weights"})
 
     def __init__(self, spec: MLPSpec, likelihood: str = "gaussian", *, scheme: str = "poisson",
                  inclusion: float = 0.95, **kwargs):

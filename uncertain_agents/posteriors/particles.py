@@ -92,7 +92,9 @@ class ParticlePosterior(Posterior):
             raise ValueError(f"noise_objective must be 'mixture' or 'particle', got {noise_objective!r}")
         self.noise_objective = noise_objective
         self._holdout: Tensor | None = None
-        self._holdout_seed = int(torch.randint(2**31, (), generator=self._init_generator))
+        # a buffer, so that it is saved: an unseeded posterior draws it, and a loaded one must hold out
+        # the same rows as the one that was saved to resume its training
+        self.register_buffer("holdout_seed", torch.randint(2**31, (), generator=self._init_generator))
         self._holdout_rows: Tensor | None = None
         self.init_scale = check_positive_float(init_scale, "init_scale", allow_none=True)
         self.particles = nn.Parameter(self.initial_params(self.n_particles, generator=self._init_generator))
@@ -126,7 +128,7 @@ class ParticlePosterior(Posterior):
         self._holdout = None
         k = int(round(self.noise_holdout * n_data))
         if self.learn_noise and k >= 1 and n_data - k >= 1:
-            g = torch.Generator().manual_seed(self._holdout_seed + n_data)
+            g = torch.Generator().manual_seed(int(self.holdout_seed) + n_data)
             rows = torch.randperm(n_data, generator=g)[:k]
             hold = torch.zeros(n_data, dtype=torch.bool)
             hold[rows] = True

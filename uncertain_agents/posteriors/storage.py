@@ -61,12 +61,29 @@ def read_payload(data: bytes) -> dict:
     except Exception as err:  # torch raises many types for bad files; none of their advice applies
         raise PayloadError(f"not a posterior saved by uncertain-agents (not a readable torch file: "
                            f"{type(err).__name__})") from None
+    _check_dense(payload)
     found = payload.get("format") if isinstance(payload, dict) else None
     if found != expected:
         if isinstance(found, str) and found.startswith("uncertain-agents/") and found not in (FORMAT_1, FORMAT_2):
             raise _other_format(found)
         raise PayloadError(f"not a posterior saved by uncertain-agents (expected format {expected})")
     return payload
+
+
+def _check_dense(payload) -> None:
+    """``PayloadError`` for a tensor anywhere in ``payload`` that is not a dense CPU tensor (sparse,
+    meta, ...): the checks and kernels downstream read plain strided arrays."""
+    stack = [payload]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, torch.Tensor):
+            if value.layout != torch.strided or value.device.type != "cpu":
+                raise PayloadError(f"the file holds a tensor of layout {value.layout} on device {value.device.type}; "
+                                   f"a saved posterior holds dense (strided) CPU tensors only")
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
 
 
 def _other_format(found: str) -> PayloadError:
