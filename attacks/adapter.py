@@ -82,6 +82,16 @@ class PredictiveLogits(nn.Module):
     def device(self) -> torch.device:
         return self._posterior.device
 
+    def redraw(self):
+        """Draw a new set of ``S`` functions from the adapter's generator and use it for every
+        forward pass until the next ``redraw`` (an adapter made with ``resample=False``; e.g. one
+        I-FGSM step, shared by every chunk of rows). Returns the ``FunctionSample``."""
+        if self.resample:
+            raise ValueError("redraw() is for an adapter made with resample=False (resample=True draws "
+                             "new functions at every forward pass already)")
+        self._fixed = self._posterior.sample(self.n_samples, generator=self.generator)
+        return self._fixed
+
     def functions(self):
         """The ``FunctionSample`` of ``S`` functions used by the next forward pass."""
         if self._fixed is not None:

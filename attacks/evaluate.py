@@ -12,6 +12,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from .fgsm import DEFAULT_EPSILONS, clean_accuracy, fgsm
 from .ifgsm import targeted_ifgsm
 from .inputs import check_positive_number
 from .plots import detection_metrics, plot_attack_curves
+from uncertain_agents.posteriors.optimizers import load_optimizer_machinery
 
 DATASETS = ("mnist", "digits")
 #: ``(pixels, classes)`` of each data set: the classifier's input and output widths, known before loading
@@ -92,6 +94,7 @@ def train_classifier(post, data: ImageDataset, *, epochs: float, batch_size: int
     steps = max(1, int(math.ceil(epochs * len(data.y_train) / batch_size)))
     x = torch.as_tensor(data.x_train)
     y = torch.as_tensor(data.y_train)
+    load_optimizer_machinery()  # a one-off import, not this training's time
     t0 = time.perf_counter()
     post.fit(x, y, steps=steps, batch_size=batch_size, lr=lr, progress=progress)
     return time.perf_counter() - t0
@@ -113,11 +116,25 @@ def is_deterministic(post, draws: int = 16) -> bool:
     return bool((params == params[:1]).all())
 
 
+def attack_units(n_inputs: int, attacks=ATTACKS, steps: int = 40) -> int:
+    """How many times :func:`evaluate` calls its ``progress`` per posterior: one per chunk of rows
+    FGSM attacks (``fgsm``'s default ``batch_size``) and one per I-FGSM step."""
+    units = 0
+    if "fgsm" in attacks:
+        units += math.ceil(n_inputs / inspect.signature(fgsm).parameters["batch_size"].default)
+    if "ifgsm" in attacks:
+        units += steps
+    return units
+
+
 def evaluate(posteriors: dict, x_test, y_test, x_attack, y_attack, *, attacks=ATTACKS,
              epsilons=DEFAULT_EPSILONS, step: float = 0.01, steps: int = 40, target: int = 0,
              n_samples: int = 20, eval_samples: int | None = None, seed: int = 0,
-             log=None) -> dict[str, pd.DataFrame]:
+             log=None, progress: Callable[[], None] | None = None) -> dict[str, pd.DataFrame]:
     """Clean accuracy on ``x_test`` and the chosen attacks on ``x_attack`` for each posterior.
+
+    ``progress`` (no arguments) is called as the attacks advance, :func:`attack_units` times per
+    posterior (for a progress bar; the ``attack`` command draws one).
 
     Returns:
         ``{"clean": ..., "fgsm": ..., "ifgsm": ...}`` long DataFrames with a ``posterior``
@@ -137,11 +154,11 @@ def evaluate(posteriors: dict, x_test, y_test, x_attack, y_attack, *, attacks=AT
         clean.append({"posterior": label, "clean_accuracy": acc, "n_test": int(len(y_test))})
         if "fgsm" in attacks:
             frame = fgsm(post, x_attack, y_attack, epsilons=epsilons, n_samples=att,
-                         eval_samples=evals, seed=seed)
+                         eval_samples=evals, seed=seed, progress=progress)
             frames["fgsm"].append(frame.assign(posterior=label))
         if "ifgsm" in attacks:
             frame = targeted_ifgsm(post, x_attack, y_attack, target=target, step=step, steps=steps,
-                                   n_samples=att, eval_samples=evals, seed=seed)
+                                   n_samples=att, eval_samples=evals, seed=seed, progress=progress)
             frames["ifgsm"].append(frame.assign(posterior=label))
         if log is not None:
             log(f"attacked {label}: clean accuracy {acc:.4f} ({time.perf_counter() - t0:.1f} s)")

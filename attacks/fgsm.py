@@ -9,6 +9,8 @@ adversarial scores differ by their inputs only: at ε = 0 the AUROC is exactly 0
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pandas as pd
 import torch
 
@@ -24,7 +26,7 @@ DEFAULT_EPSILONS = tuple(round(0.02 * i, 2) for i in range(26))  # 0, 0.02, ...,
 
 def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
          eval_samples: int | None = None, seed: int = 0, batch_size: int = 500,
-         return_adversarials: bool = False):
+         return_adversarials: bool = False, progress: Callable[[], None] | None = None):
     """Attack ``posterior`` with untargeted FGSM at every ε and score the result.
 
     Args:
@@ -39,6 +41,8 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
             :mod:`uncertain_agents.seeding`).
         batch_size: rows attacked at once (bounds memory).
         return_adversarials: also return ``{ε: x_adv[N, in_dim]}``.
+        progress: called with no arguments after each chunk of ``batch_size`` rows is attacked
+            (at every ε): ``ceil(N / batch_size)`` calls in all, for a progress bar.
 
     Returns:
         A ``pandas.DataFrame`` with one row per ε and columns ``epsilon, accuracy,
@@ -66,6 +70,8 @@ def fgsm(posterior, x, y, *, epsilons=DEFAULT_EPSILONS, n_samples: int = 20,
             for i in range(len(eps)):
                 adversarials[i].append(clipped[i].detach())
                 success[i].append(ok[i].detach())
+            if progress is not None:
+                progress()
 
     # one set of scoring functions for the clean inputs and every ε (drawn once, fresh and seeded)
     scorer = posterior.sample(eval_samples, generator=make_generator(seed, posterior.device, ATTACK_SCORER_KEY))

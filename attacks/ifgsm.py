@@ -13,6 +13,7 @@ over the posterior's randomness); the scores come from separate fresh, seeded dr
 from __future__ import annotations
 
 import numbers
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -27,7 +28,8 @@ from .inputs import check_images, check_labels, check_positive_number, chunks
 
 def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01, steps: int = 40,
                    n_samples: int = 20, eval_samples: int | None = None, epsilon: float | None = None,
-                   seed: int = 0, batch_size: int = 500, return_adversarials: bool = False):
+                   seed: int = 0, batch_size: int = 500, return_adversarials: bool = False,
+                   progress: Callable[[], None] | None = None):
     """Targeted I-FGSM towards class ``target``, scored after every step.
 
     Args:
@@ -44,8 +46,10 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
         epsilon: optional L∞ radius around the clean input to project onto.
         seed: seeds the attacker's and the scorer's generators (their own streams of it,
             :mod:`uncertain_agents.seeding`).
-        batch_size: rows attacked at once (bounds memory).
+        batch_size: rows attacked at once (bounds memory; the result does not depend on it: a
+            step's functions are drawn once for all its chunks).
         return_adversarials: also return the final ``x_adv[M, in_dim]`` and kept rows.
+        progress: called with no arguments after each step (``steps`` calls), for a progress bar.
 
     Returns:
         A ``pandas.DataFrame`` with one row per step ``0..steps`` (0 = clean inputs
@@ -77,7 +81,9 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
         raise ValueError(f"every input already has label {target} (the target); nothing to attack")
     x0, y = x[keep], y[keep]
 
-    adapter = PredictiveLogits(posterior, n_samples, seed=seed, resample=True)
+    # one draw of the attacker's functions per step, shared by every chunk of rows, so that batch_size
+    # bounds memory only (session 39: each chunk used to draw its own, so it changed the attack)
+    adapter = PredictiveLogits(posterior, n_samples, seed=seed, resample=False)
     fmodel = foolbox_model(adapter)
     attack = fb.attacks.LinfBasicIterativeAttack(abs_stepsize=step, steps=1, random_start=False)
 
@@ -86,6 +92,8 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
     rows_out = [{"step": 0, **score_batch(pred, y, clean, target), "n_inputs": int(x0.shape[0])}]
     x_adv = x0.clone()
     for k in range(1, steps + 1):
+        if k > 1:
+            adapter.redraw()  # step 1 uses the draw made with the adapter
         with torch.enable_grad():  # never attack under no_grad
             parts = []
             for rows in chunks(x_adv.shape[0], batch_size):
@@ -96,6 +104,8 @@ def targeted_ifgsm(posterior, x, y=None, *, target: int = 0, step: float = 0.01,
             x_adv = torch.minimum(torch.maximum(x_adv, x0 - epsilon), x0 + epsilon)
         pred = predictive_of(scorer, x_adv)
         rows_out.append({"step": k, **score_batch(pred, y, clean, target), "n_inputs": int(x0.shape[0])})
+        if progress is not None:
+            progress()
     frame = pd.DataFrame(rows_out)
     return (frame, x_adv, keep) if return_adversarials else frame
 

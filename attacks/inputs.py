@@ -48,12 +48,18 @@ def check_labels(y, n: int, n_classes: int, device, name: str = "y") -> Tensor:
 
 def check_epsilons(epsilons) -> list[float]:
     """A non-empty list of finite, non-negative perturbation sizes."""
-    if isinstance(epsilons, numbers.Real) and not isinstance(epsilons, bool):
+    if isinstance(epsilons, numbers.Real) and not isinstance(epsilons, (bool, np.bool_)):
         epsilons = [epsilons]
-    try:
-        values = [float(e) for e in np.asarray(epsilons, dtype=np.float64).reshape(-1)]
+    if isinstance(epsilons, Tensor):
+        epsilons = epsilons.detach().cpu().reshape(-1).tolist()
+    try:  # bools and text are not sizes, though numpy would read True as 1.0 and "0.1" as 0.1
+        raw = [] if isinstance(epsilons, (str, bytes)) else list(np.asarray(epsilons, dtype=object).reshape(-1))
     except (TypeError, ValueError):
-        raise TypeError(f"epsilons must be a sequence of numbers, got {epsilons!r}") from None
+        raw = []
+    if (epsilons is None or isinstance(epsilons, (str, bytes))
+            or not all(isinstance(e, numbers.Real) and not isinstance(e, (bool, np.bool_)) for e in raw)):
+        raise TypeError(f"epsilons must be a number or a sequence of numbers (not bools or text), got {epsilons!r}")
+    values = [float(e) for e in raw]
     if not values:
         raise ValueError("epsilons must not be empty")
     if any(not math.isfinite(e) or e < 0 for e in values):

@@ -126,7 +126,7 @@ def test_fgsm_accuracy_falls_as_epsilon_grows(mfvi, digits):
     assert acc[-1] < 0.2
     assert frame["foolbox_success"].iloc[-1] > frame["foolbox_success"].iloc[0]
     # clean and adversarial inputs are scored by the same functions: at ε = 0 they are the same scores
-    assert frame.loc[0, ["auroc_entropy", "auroc_mutual_information"]].tolist() == pytest.approx([0.5, 0.5], abs=1e-12)
+    assert frame.loc[0, ["auroc_entropy", "auroc_mutual_information"]].tolist() == [0.5, 0.5]
 
 
 def test_results_are_seeded(mfvi, digits):
@@ -168,11 +168,38 @@ def test_targeted_ifgsm_pushes_towards_target(mfvi, digits):
     assert frame["accuracy"].iloc[-1] < frame["accuracy"].iloc[0] - 0.3
     assert (x_adv - x[keep]).abs().max() <= 8 * 0.03 + 1e-5
     # step 0 is the clean inputs, scored by the same functions as the clean reference: chance exactly
-    assert frame.loc[0, ["auroc_entropy", "auroc_mutual_information"]].tolist() == pytest.approx([0.5, 0.5], abs=1e-12)
+    assert frame.loc[0, ["auroc_entropy", "auroc_mutual_information"]].tolist() == [0.5, 0.5]
     # rises step by step; the attacker draws new functions at every step, so a step may dip by
     # Monte-Carlo noise (≈ 0.03 s.e. for 179 inputs), never by more than 0.05
     assert np.all(np.diff(frame["target_success"].to_numpy()) > -0.05), frame["target_success"].tolist()
     assert x_adv.min() >= 0 and x_adv.max() <= 1
+
+
+def test_progress_is_called_once_per_unit_of_attack_work(mfvi, digits):
+    """``fgsm`` reports each chunk of rows, ``targeted_ifgsm`` each step, and ``evaluate`` makes
+    exactly ``attack_units`` calls per posterior (the ``attack`` command's bar total)."""
+    from attacks.evaluate import attack_units, evaluate
+
+    _, _, x, y = digits
+    calls = []
+    fgsm(mfvi, x, y, epsilons=[0, 0.1], n_samples=2, batch_size=64, progress=lambda: calls.append("f"))
+    assert calls == ["f"] * 4  # 200 rows in chunks of 64
+    calls.clear()
+    targeted_ifgsm(mfvi, x, y, target=3, step=0.03, steps=3, n_samples=2, progress=lambda: calls.append("i"))
+    assert calls == ["i"] * 3
+    calls.clear()
+    evaluate({"a": mfvi, "b": mfvi}, x[:20], y[:20], x, y, epsilons=[0, 0.1], steps=2, n_samples=2,
+             progress=lambda: calls.append(1))
+    assert len(calls) == 2 * attack_units(len(y), ("fgsm", "ifgsm"), 2) == 2 * (1 + 2)
+
+
+def test_targeted_ifgsm_does_not_depend_on_batch_size(mfvi, digits):
+    """``batch_size`` bounds memory only: a step's attacking functions are drawn once for all its
+    chunks of rows (each chunk used to draw its own, so the chunking changed the attack)."""
+    _, _, x, y = digits
+    kw = dict(target=3, step=0.03, steps=3, n_samples=5, seed=7)
+    whole = targeted_ifgsm(mfvi, x, y, **kw)
+    pd.testing.assert_frame_equal(targeted_ifgsm(mfvi, x, y, batch_size=50, **kw), whole)
 
 
 def test_targeted_ifgsm_epsilon_ball_and_default_labels(mfvi, digits):
@@ -191,6 +218,15 @@ def test_auroc_on_hand_made_scores():
     assert auroc([0.0, 1.0], [2.0, 3.0]) == 1.0
     assert auroc([2.0, 3.0], [0.0, 1.0]) == 0.0
     assert auroc(torch.ones(4), np.ones(3)) == 0.5  # ties count one half
+    rng = np.random.default_rng(0)
+    same = rng.normal(size=1000)
+    assert auroc(same, same.copy()) == 0.5  # exactly: sklearn's trapezoids give 0.49999999999999994
+    from sklearn.metrics import roc_auc_score
+
+    for _ in range(20):  # otherwise the same value as sklearn's, ties included
+        clean, adv = rng.integers(0, 6, size=37).astype(float), rng.integers(1, 7, size=23).astype(float)
+        expected = roc_auc_score(np.r_[np.zeros(37), np.ones(23)], np.r_[clean, adv])
+        assert auroc(clean, adv) == pytest.approx(expected, abs=1e-15)
     with pytest.raises(ValueError, match="clean_scores"):
         auroc([], [1.0])
     with pytest.raises(ValueError, match="adversarial_scores.*NaN"):
@@ -208,6 +244,9 @@ def test_bad_arguments(mfvi, digits):
         fgsm(mfvi, x, y[:5])
     with pytest.raises(ValueError, match="epsilons must be finite and >= 0"):
         fgsm(mfvi, x, y, epsilons=[-0.1])
+    for not_sizes in (True, [0.1, False], "0.1", None):  # numpy would read True as 1.0, "0.1" as 0.1
+        with pytest.raises(TypeError, match="epsilons must be a number or a sequence of numbers"):
+            fgsm(mfvi, x, y, epsilons=not_sizes)
     with pytest.raises(ValueError, match="target must be a class index"):
         targeted_ifgsm(mfvi, x, y, target=10)
     with pytest.raises(ValueError, match="step must be a positive"):
@@ -351,6 +390,9 @@ def test_attack_command_writes_run_folder(tmp_path):
     assert main([*argv, "--out", str(again), "--load", str(out / "models")]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(again / "fgsm.csv"), table)
     assert main(["attack", "--posterior", "nope", "--out", str(tmp_path / "x")]) == 2
+    # an attack named twice used to write every one of its rows twice
+    assert main([*argv[:6], "fgsm", "fgsm", *argv[8:], "--out", str(tmp_path / "twice")]) == 2
+    assert not (tmp_path / "twice").exists()
 
 
 # -------------------------------------------------------------------- CUDA

@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -149,15 +150,47 @@ def test_divergence_is_one_line_and_keeps_earlier_units(tmp_path):
     assert (out / "units" / "uniform__trial0.csv").exists()  # Uniform finished before the diverging agent
 
 
-def test_threads_above_the_cores_are_lowered(capsys):
+def test_threads_above_the_cores_are_lowered(capsys, monkeypatch):
     from uncertain_agents.commands.common import check_threads
     from uncertain_agents.runs import available_cores
 
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     assert check_threads(10_000)[0] == available_cores()
     assert check_threads(None)[0] == available_cores()
     assert check_threads(None, default=1) == (1, None)
     with pytest.raises(ValueError, match="--threads"):
         check_threads(-2)
+
+
+def test_default_threads_never_exceed_a_set_omp_num_threads(monkeypatch):
+    """``OMP_NUM_THREADS=1 uncertain-agents bench`` (or ``attack``, ``grid run``) runs on one thread:
+    the defaults used to start 2 (or every core) regardless, several times slower beside another job.
+    An explicit ``--threads`` still wins; a value that is not a positive integer is ignored."""
+    from uncertain_agents.commands.common import check_threads
+    from uncertain_agents.runs import available_cores, default_threads
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert check_threads(None) == (1, None)
+    assert check_threads(None, default=2) == (1, None)
+    assert check_threads(min(2, available_cores())) == (min(2, available_cores()), None)
+    for junk in ("", "zero", "0", "-3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", junk)
+        assert default_threads(2) == min(2, available_cores())
+
+
+def test_grid_threads_default_follows_omp_num_threads(tmp_path, monkeypatch):
+    from uncertain_agents import grid
+
+    seen = {}
+
+    def fake_local(cells, report, *, workers, threads):  # records the threads instead of running
+        seen["threads"] = threads
+
+    monkeypatch.setattr(grid, "run_local", fake_local)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = Path(__file__).resolve().parents[1] / "experiments" / "specs" / "smoke.toml"
+    grid.run_grid(spec, tmp_path / "out", workers=1)
+    assert seen == {"threads": 1}
 
 
 @pytest.mark.data

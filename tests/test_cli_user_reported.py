@@ -91,6 +91,17 @@ def test_regress_prior_std_list_is_checked_on_the_datasets_network_before_the_ru
     assert (ok / "summary.json").is_file() and runs == ["run_uci"]
 
 
+@pytest.mark.parametrize("flags, named", [(["--alpha", "0.5"], "--alpha for mfvi"),
+                                          (["--alpha", "0.5", "--option", "lr_decay=1"], "--alpha/--option for mfvi")])
+def test_regress_an_option_flag_the_method_lacks_is_named_as_given(tmp_path, capsys, yacht, runs, flags, named):
+    """``regress --posterior mfvi --alpha 0.5`` used to blame ``--option``, which the user never gave."""
+    out = tmp_path / "run"
+    assert main(["regress", "yacht", "--posterior", "mfvi", "--epochs", "1", *flags, "--out", str(out)]) == 2
+    err = one_line(capsys.readouterr().err)
+    assert named in err and "unknown option(s) ['alpha']" in err
+    assert not out.exists() and runs == []
+
+
 def regress_spec(**method_options) -> dict:
     return {"name": "t", "kind": "regress", "settings": {"dataset": "yacht", "epochs": 1, "n_samples": 2},
             "cross": {"split": [0], "hidden": [[4, 4]]},

@@ -381,3 +381,16 @@ def test_likelihoods_name_bad_sizes_and_noise():
         Categorical(1)
     with pytest.raises(ValueError, match="noise_var must be finite and positive"):
         ua.Predictive(torch.zeros(2, 3, 1), "gaussian", 0.0)
+
+
+def test_hidden_given_as_text_is_named_as_text():
+    """``hidden="50"`` used to be split into characters and reported as ``('5', '0')``."""
+    import uncertain_agents as ua
+    from uncertain_agents.network import MLPSpec
+
+    with pytest.raises(ValueError, match=r"hidden must be an int or a sequence .* got the text '50'"):
+        ua.make_posterior("mfvi", in_dim=3, out_dim=1, hidden="50")
+    with pytest.raises(ValueError, match="got the text '50'"):
+        MLPSpec(3, 1, "50")
+    with pytest.raises(ValueError, match="hidden must be a sequence of positive integers, got None"):
+        MLPSpec(3, 1, None)

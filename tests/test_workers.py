@@ -73,3 +73,22 @@ def test_workers_run_their_initializer_and_stop_when_the_parent_is_killed(tmp_pa
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_a_script_without_a_main_guard_is_told_why_its_workers_failed(tmp_path):
+    """Workers are spawned processes that re-import the script; a script that calls
+    ``run_experiment(..., workers=2)`` at its top level used to end in a long multiprocessing
+    traceback and ``BrokenProcessPool``. Now each worker says what is missing and the run raises
+    ``WorkersFailed`` with the same advice."""
+    script = tmp_path / "no_guard.py"
+    script.write_text(textwrap.dedent("""
+        from uncertain_agents.agents.experiment import agent_specs, run_experiment
+        run_experiment("wheel", agent_specs(["linear"], []), steps=20, trials=2, workers=2)
+    """))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env=env)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("uncertain_agents.workers.WorkersFailed") and 'if __name__ == "__main__":' in last
+    assert "uncertain-agents: worker processes are spawned" in done.stderr  # said by the worker too

@@ -80,7 +80,13 @@ class MLPSpec:
             if not _is_int(value) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
             object.__setattr__(self, name, int(value))  # numpy ints (gymnasium spaces) become ints
-        hidden = tuple(self.hidden) if not _is_int(self.hidden) else (self.hidden,)
+        if isinstance(self.hidden, (str, bytes)):  # tuple("50") would be ('5', '0')
+            raise ValueError(f"hidden must be an int or a sequence of positive integers such as (50,) or "
+                             f"[100, 100], got the text {self.hidden!r}")
+        try:
+            hidden = tuple(self.hidden) if not _is_int(self.hidden) else (self.hidden,)
+        except TypeError:  # not a sequence (a float, None): named below like any other bad value
+            hidden = (self.hidden,)
         if any(not _is_int(h) or h <= 0 for h in hidden):
             raise ValueError(f"hidden must be a sequence of positive integers, got {self.hidden!r}")
         object.__setattr__(self, "hidden", tuple(int(h) for h in hidden))

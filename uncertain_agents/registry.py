@@ -318,6 +318,9 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int
         raise TypeError(f"{key} got unknown option(s) {unknown}; it accepts {allowed}")
     if isinstance(hidden, int):
         hidden = (hidden,)
+    if isinstance(hidden, (str, bytes)):  # tuple("50") would be ('5', '0')
+        raise ValueError(f"hidden must be an int or a sequence of positive integers such as (50,) or "
+                         f"[100, 100], got the text {hidden!r}")
     try:
         hidden = tuple(hidden)
     except TypeError:

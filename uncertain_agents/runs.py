@@ -190,6 +190,28 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def thread_cap() -> int | None:
+    """The thread count the user set in ``OMP_NUM_THREADS`` (a positive integer), else None.
+
+    torch itself starts with that many threads; a command's default (``--threads`` not given) never
+    goes above it, so ``OMP_NUM_THREADS=1 uncertain-agents bench`` runs on one thread, as the
+    variable asks. An explicit ``--threads`` still wins."""
+    text = os.environ.get("OMP_NUM_THREADS", "").strip()
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value >= 1 else None
+
+
+def default_threads(default: int | None = None) -> int:
+    """The threads a run uses when none are asked for: ``default`` (else every available core), at most
+    the available cores and at most :func:`thread_cap`."""
+    cores = available_cores()
+    cap = thread_cap()
+    return max(1, min(default or cores, cores, cap or cores))
+
+
 def git_commit() -> str | None:
     """The commit of the repository this package runs from, or None (no git, not a checkout)."""
     root = Path(__file__).resolve().parents[1]

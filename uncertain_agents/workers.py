@@ -50,14 +50,40 @@ def _initialise(initializer: Callable[..., None] | None, initargs: tuple) -> Non
         initializer(*initargs)
 
 
+#: Why a spawned pool usually breaks in a user's script, said where it happens and to the parent.
+MAIN_GUARD_HINT = ("worker processes are spawned and re-import the script that started them, so a "
+                   "script that runs workers (run_grid / run_experiment with workers > 1) must make "
+                   "that call under `if __name__ == \"__main__\":` (Python's multiprocessing rule)")
+
+
+class WorkersFailed(RuntimeError):
+    """The pool's worker processes died before returning their results."""
+
+
+def broken_pool_error(err: BaseException) -> WorkersFailed:
+    """The error for a ``BrokenProcessPool``: a worker died (killed, out of memory) or, most often in a
+    user's script, could not start because the script lacks a ``__main__`` guard."""
+    return WorkersFailed(f"a worker process died before returning its result ({err}). If this ran "
+                         f"from a script: {MAIN_GUARD_HINT}. Otherwise a worker was killed (memory?); "
+                         f"run with workers=1 to see its own error")
+
+
 def spawn_pool(workers: int, initializer: Callable[..., None] | None = None,
                initargs: tuple = ()) -> ProcessPoolExecutor:
     """A ``ProcessPoolExecutor`` of ``workers`` spawned processes that stop when this process
     dies; ``initializer(*initargs)`` runs in each after that request (it must be importable,
-    as with any spawned pool)."""
+    as with any spawned pool).
+
+    Called while a spawned worker re-imports a script that has no ``__main__`` guard, it raises
+    a ``RuntimeError`` that says so (instead of Python's longer message, once per worker); the
+    parent then sees ``concurrent.futures.process.BrokenProcessPool``, which the library's
+    runners turn into :class:`WorkersFailed` (:func:`broken_pool_error`)."""
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):  # a worker importing the script
+        raise RuntimeError(f"uncertain-agents: {MAIN_GUARD_HINT}")
 
     return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_initialise, initargs=(initializer, initargs))

@@ -21,6 +21,7 @@ from ..validation import check_positive_int, check_seed
 from .factory import POSTERIOR_AGENTS, make_agent, resolve_agent
 from .protocols import get_protocol
 from .run import run_bandit
+from ..posteriors.optimizers import load_optimizer_machinery
 
 ENVS: Registry[Callable[..., Any]] = Registry("bandit environment")
 """Bandit-environment factories by name; each imports ``envs`` when called, never before
@@ -147,6 +148,7 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
                 continue
             label = specs[i].label
             tick = None if progress is None else (lambda k, label=label: progress(label, k))
+            load_optimizer_machinery()  # a one-off import, not these runs' time
             t0 = time.perf_counter()
             runs = run_thompson_trials(specs[i].posterior, specs[i].options, [seed + t for t in trials_of],
                                        progress=tick, **settings)
@@ -165,8 +167,9 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     else:
         import multiprocessing
         from concurrent.futures import as_completed
+        from concurrent.futures.process import BrokenProcessPool
 
-        from ..workers import spawn_pool
+        from ..workers import broken_pool_error, spawn_pool
 
         pool = spawn_pool(min(workers, len(pending)), initializer=_worker_init)
         try:
@@ -177,10 +180,12 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
                 finish(key, future.result())
                 if progress is not None:
                     progress(specs[key[1]].label, steps)
-        except BaseException:          # Ctrl-C or a failed run: stop the workers now, keep what finished
+        except BaseException as err:   # Ctrl-C or a failed run: stop the workers now, keep what finished
             pool.shutdown(wait=False, cancel_futures=True)
             for child in multiprocessing.active_children():
                 child.terminate()
+            if isinstance(err, BrokenProcessPool):
+                raise broken_pool_error(err) from err
             raise
         pool.shutdown()
     return pd.concat([frames[key] for key in sorted(frames)], ignore_index=True)
@@ -324,6 +329,7 @@ def _run_one(spec: AgentSpec, trial: int, trial_seed: int, *, env_name: str, ste
                        posterior_options=spec.options, protocol=protocol, hidden=hidden,
                        train_every=train_every, train_steps=train_steps, batch_size=batch_size,
                        initial_pulls=initial_pulls, lr=lr, device=device, seed=trial_seed)
+    load_optimizer_machinery()  # a one-off import, not this run's time
     t0 = time.perf_counter()
     frame = run_bandit(env, agent, steps=steps, seed=trial_seed, progress=tick, progress_every=progress_every)
     return _label_frame(frame, spec, trial, trial_seed, time.perf_counter() - t0)

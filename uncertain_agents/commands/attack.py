@@ -49,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--device", default="cpu", help="torch device: cpu, cuda or cuda:N (default: cpu)")
     add_no_progress_argument(p)  # the training bars and the spinner while attacking
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: the cores this process may use; never more)")
+                   help="torch CPU threads (default: the cores this process may use, at most OMP_NUM_THREADS when set; never more)")
     p.add_argument("--force", action="store_true", help="replace a different run already in --out")
     p.set_defaults(func=run)
 
@@ -98,19 +98,18 @@ def _clean_table(frame, title: str):
 
 
 def run(args) -> int:
-    from contextlib import nullcontext
-
     import pandas as pd
     import torch
     from rich.console import Console
     from rich.markup import escape
 
-    from attacks.evaluate import (IMAGE_SHAPES, attack_subset, evaluate, load_dataset, load_or_train, parse_posterior,
-                                  write_outputs)
+    from attacks.evaluate import (IMAGE_SHAPES, attack_subset, attack_units, evaluate, load_dataset, load_or_train,
+                                  parse_posterior, write_outputs)
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from attacks.fgsm import DEFAULT_EPSILONS
 
     from ..network import ACTIVATIONS
-    from ..posteriors.progress import status_console
+    from ..posteriors.progress import progress_bar, status_console
     from ..runs import RunFolder
     from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
                          unit_name)
@@ -120,6 +119,8 @@ def run(args) -> int:
     labels = [c.label for c in choices]
     if len(set(labels)) != len(labels):
         raise ValueError(f"--posterior names must be distinct, got {labels}")
+    if len(set(args.attack)) != len(args.attack):  # each attack's table would be written twice
+        raise ValueError(f"--attack names must be distinct, got {args.attack}")
     for flag in ("n_attack", "batch_size", "n_samples", "steps"):
         if getattr(args, flag) <= 0:
             raise ValueError(f"--{flag.replace('_', '-')} must be a positive integer, got {getattr(args, flag)}")
@@ -195,13 +196,16 @@ def run(args) -> int:
                 work.append(f"FGSM at {len(epsilons)} ε")
             if "ifgsm" in args.attack:
                 work.append(f"{args.steps} I-FGSM steps")
-            waiting = nullcontext() if args.no_progress else \
-                stderr.status(escape(f"attacking {choice.label}: {' and '.join(work)}"))
-            with waiting:  # no bar inside: the attacks report nothing until they finish
+            # a bar of the attacks' units: FGSM's chunks of rows (every ε at once), then I-FGSM's steps
+            bar = progress_bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                               TimeElapsedColumn(), TimeRemainingColumn(), disable=args.no_progress)
+            task = bar.add_task(escape(f"attacking {choice.label}: {' and '.join(work)}"),
+                                total=attack_units(len(y_att), args.attack, args.steps))
+            with bar:
                 result = evaluate(posteriors, data.x_test, data.y_test, x_att, y_att, attacks=args.attack,
                                   epsilons=epsilons, step=args.step, steps=args.steps, target=args.target,
                                   n_samples=args.n_samples, eval_samples=args.eval_samples, seed=args.seed,
-                                  log=stderr.print)
+                                  log=stderr.print, progress=lambda: bar.advance(task))
             result["clean"] = result["clean"].merge(times, on="posterior")
             for t in tables:
                 folder.save_frame(names[t], result[t])

@@ -46,7 +46,7 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=20, help="optimiser steps per training timing (default 20)")
     p.add_argument("--act-calls", type=int, default=500, help="act calls timed per posterior (default 500)")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default 2, at most the cores this process may use)")
+                   help="torch CPU threads (default 2, at most the cores this process may use and OMP_NUM_THREADS when set)")
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     p.add_argument("--peers", action="store_true",
                    help="also time bayesian-torch and pyro mean-field VI steps when they are installed")

@@ -5,7 +5,7 @@ import argparse
 import math
 import re
 
-from ..runs import available_cores, json_safe  # noqa: F401  (json_safe: the commands import it from here)
+from ..runs import available_cores, default_threads, json_safe  # noqa: F401  (json_safe: the commands import it from here)
 from ..validation import MAX_SEED
 
 
@@ -24,10 +24,11 @@ def seed_arg(text: str) -> int:
 def check_threads(value: int | None, *, default: int | None = None, name: str = "--threads") -> tuple[int, str | None]:
     """``--threads`` (or another per-core count, ``name``): a positive integer, at most the cores
     this process may use (larger values are lowered to that, with a note). ``None`` gives
-    ``default`` or every available core."""
+    ``default`` or every available core, and never more than an ``OMP_NUM_THREADS`` the user set
+    (:func:`~uncertain_agents.runs.default_threads`)."""
     cores = available_cores()
     if value is None:
-        return min(default or cores, cores), None
+        return default_threads(default), None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if value > cores:

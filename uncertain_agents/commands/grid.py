@@ -22,7 +22,7 @@ def register(sub) -> None:
                      help="local processes (default) or Ray tasks (pip install 'uncertain-agents[ray]')")
     run.add_argument("--workers", type=int, default=1,
                      help="local processes, or CPUs of a Ray instance started here (default: 1)")
-    run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers)")
+    run.add_argument("--threads", type=int, default=None, help="torch threads per cell (default: cores / workers, at most OMP_NUM_THREADS when set)")
     run.add_argument("--ray-address", default=None, help="a running Ray cluster (e.g. auto, ray://host:10001)")
     run.add_argument("--only", default=None,
                      help="comma-separated method labels: run only their cells (the rest stay for a later run); "

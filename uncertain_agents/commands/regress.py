@@ -78,8 +78,11 @@ def run(args) -> int:
     threads, note = check_threads(args.threads)
     data = UCIDataset(args.dataset, args.data_dir)
     # on the network run_uci builds: the data set's features -> --hidden -> one output
+    flags = [f for f, v in (("--alpha", args.alpha), ("--train-samples", args.train_samples)) if v is not None]
     check_posterior_options([name], options, in_dim=len(data.features), out_dim=1, hidden=args.hidden,
-                            activation=args.activation)
+                            activation=args.activation,  # an error names the flags the options came from
+                            where="/".join([*flags, "--option"] if args.option else flags) + f" for {name}"
+                            if flags else None)
     n_splits = data.n_splits
     splits = list(range(n_splits if args.splits is None else min(args.splits, n_splits)))
     for k in splits:  # a missing or malformed split file fails now, not after hours

@@ -18,7 +18,7 @@ from typing import Callable
 
 import pandas as pd
 
-from ..runs import atomic_write_text, record_run, run_manifest
+from ..runs import atomic_write_text, default_threads, record_run, run_manifest
 from .executors import EXECUTORS, available_cores, run_local, run_ray
 from .jobs import JOBS
 from .spec import GridSpec, load_spec, parse_spec
@@ -71,8 +71,8 @@ def run_grid(spec: GridSpec | str | Path | dict, out, *, executor: str = "local"
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     cores = available_cores()
-    if threads is None:
-        threads = max(1, cores // workers)
+    if threads is None:  # the cores shared by the workers, and never above a user's OMP_NUM_THREADS
+        threads = default_threads(max(1, cores // workers))
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     if ray_address is not None and executor != "ray":

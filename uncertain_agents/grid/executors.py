@@ -50,14 +50,17 @@ def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: i
             torch.set_num_threads(before)
         return
     from concurrent.futures import as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
-    from ..workers import spawn_pool
+    from ..workers import broken_pool_error, spawn_pool
 
     pool = spawn_pool(workers)
     try:
         futures = {pool.submit(execute_cell, cell, threads): cell for cell in cells}
         for future in as_completed(futures):
             report(futures[future], future.result())
+    except BrokenProcessPool as err:
+        raise broken_pool_error(err) from err
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
