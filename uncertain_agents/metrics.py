@@ -40,9 +40,9 @@ def expected_calibration_error(pred: Predictive, y, n_bins: int = 15) -> float:
     conf, guess = pred.probs.max(-1)
     correct = (guess == y).to(conf.dtype)
     bins = torch.clamp((conf * n_bins).long(), max=n_bins - 1)
-    count = torch.zeros(n_bins, device=conf.device).index_add_(0, bins, torch.ones_like(conf))
-    conf_sum = torch.zeros(n_bins, device=conf.device).index_add_(0, bins, conf)
-    acc_sum = torch.zeros(n_bins, device=conf.device).index_add_(0, bins, correct)
+    # bin sums in the predictive's dtype (a float64 predictive used to fail in index_add_)
+    conf_sum = torch.zeros(n_bins, dtype=conf.dtype, device=conf.device).index_add_(0, bins, conf)
+    acc_sum = torch.zeros(n_bins, dtype=conf.dtype, device=conf.device).index_add_(0, bins, correct)
     return float((conf_sum - acc_sum).abs().sum() / conf.numel())
 
 
