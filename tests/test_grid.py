@@ -365,3 +365,17 @@ def test_a_failed_cell_records_its_error_and_traceback_and_is_retried(tmp_path, 
     again = run_grid(toy_spec(cross={"seed": [0]}), out)
     assert (again.skipped, again.finished, again.failed) == (1, 1, [])
     assert not list((out / "cells").glob("*.error.json"))
+
+
+def test_aggregate_keeps_an_infinite_metric_instead_of_hiding_it():
+    """A split whose NLL is +inf used to be dropped from the mean while ``n`` still counted it (the
+    table read 2.6 over "4" splits); a missing value (NaN) is still left out."""
+    import pandas as pd
+
+    from uncertain_agents.grid.table import aggregate, format_pm
+
+    frame = pd.DataFrame({"method": ["m"] * 4, "split": [0, 1, 2, 3],
+                          "test_nll": [2.5, 2.6, float("inf"), 2.7], "test_rmse": [1.0, 2.0, float("nan"), 3.0]})
+    row = aggregate(frame, "split", ["test_nll", "test_rmse"]).iloc[0]
+    assert row["n"] == 4 and row["test_nll"] == float("inf") and format_pm(row["test_nll"], row["test_nll_se"]) == "inf"
+    assert row["test_rmse"] == 2.0 and format_pm(row["test_rmse"], row["test_rmse_se"]) == "2.000 ± 0.577"

@@ -45,16 +45,19 @@ def aggregate(frame: pd.DataFrame, replicate: str, metric_names: list[str]) -> p
         row["n"] = len(group)
         for m in metric_names:
             values = group[m].to_numpy(dtype=float)
-            values = values[np.isfinite(values)]
+            values = values[~np.isnan(values)]  # missing; an infinite value (an NLL of +inf) is kept, not hidden
             row[m] = float(values.mean()) if len(values) else float("nan")
-            row[f"{m}_se"] = float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+            spread = len(values) > 1 and np.isfinite(values).all()  # no s.e. around an infinite mean
+            row[f"{m}_se"] = float(values.std(ddof=1) / math.sqrt(len(values))) if spread else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def format_pm(mean: float, se: float) -> str:
-    if not np.isfinite(mean):
+    if np.isnan(mean):
         return "—"
+    if np.isinf(mean):
+        return "inf" if mean > 0 else "-inf"
     digits = 3 if abs(mean) < 100 else 1
     return f"{mean:.{digits}f}" if not np.isfinite(se) else f"{mean:.{digits}f} ± {se:.{digits}f}"
 
