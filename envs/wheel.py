@@ -4,6 +4,10 @@ Contexts are uniform in the unit disc. Five arms: every arm pays ``N(mu_j, 0.05�
 with ``mu = (1.0, 1.0, 1.0, 1.0, 1.2)`` (arm 4 is the safe arm), except that when
 ``‖x‖ ≥ δ`` the arm of x's quadrant pays ``N(50, 0.01²)`` instead:
 (+,+) → 0, (+,−) → 1, (−,+) → 2, (−,−) → 3 (a zero coordinate counts as +).
+
+The 0.05 of the ordinary arms is the authors' code (``example_main.py``: ``std_v = [0.05] * 5``,
+``std_large = 0.01``), which produced the published tables; the paper's text states
+σ = 0.01 for every arm.
 """
 from __future__ import annotations
 

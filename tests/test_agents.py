@@ -602,6 +602,48 @@ def test_default_warm_up_plays_every_arm_five_times_before_the_first_fit():
     assert agent.n_fits == 1
 
 
+@pytest.mark.parametrize("protocol, expected", [("default", [(25, 0), (50, 1), (100, 2), (150, 3)]),
+                                                ("showdown", [(50, 0), (100, 1), (150, 2)]),
+                                                ("fsvgd-paper", [(50, 0), (100, 1), (150, 2)])])
+@pytest.mark.parametrize("agent_name", ["thompson", "neural-linear"])
+def test_paper_presets_first_fit_at_the_first_multiple_of_train_every(protocol, expected, agent_name):
+    """Riquelme et al.'s and Wang et al.'s code train when ``t % training_freq == 0``: the first fit
+    at decision 50, with the decaying schedule's first entry (2,000 steps) there. The presets used to
+    add a fit right after the round robin (10 rows on the wheel), shifting the schedule by one refit.
+    The library's default keeps its fit after the warm-up (5 pulls × 5 arms = 25)."""
+    from uncertain_agents.agents.experiment import make_env
+
+    agent = make_agent(agent_name, n_actions=5, context_dim=2, posterior="map" if agent_name == "thompson" else None,
+                       protocol=protocol, hidden=(4,), seed=0)
+    fits = []
+
+    def record_refit():  # (decisions seen, refit index); the training itself is not under test
+        fits.append((agent.history.n, agent.n_fits))
+        agent.n_fits += 1
+
+    agent.refit = record_refit
+    run_bandit(make_env("wheel", steps=160), agent, steps=160, seed=0)
+    assert fits == expected
+    if protocol == "fsvgd-paper" and agent_name == "thompson":
+        assert [agent.train_steps(k) for _, k in fits] == [2000, 1900, 1800]
+
+
+def test_the_lock_step_runner_refits_as_the_presets_say(monkeypatch):
+    from uncertain_agents.agents.experiment import run_thompson_trials
+    from uncertain_agents.posteriors.trials import TRIAL_METHODS
+
+    rows, original = [], TRIAL_METHODS["bootstrap"].fit
+
+    def traced_fit(self, x, *args, **kwargs):
+        rows.append(x.shape[-2])
+        return original(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(TRIAL_METHODS["bootstrap"], "fit", traced_fit)
+    run_thompson_trials("bootstrap", {"n_members": 2}, [0, 1], env_name="wheel", steps=120, delta=0.5,
+                        protocol="fsvgd-paper", hidden=(4,))
+    assert rows == [50, 100]  # not [10, 50, 100]
+
+
 def test_posterior_sized_from_gymnasium_spaces():
     env = gym.make("envs:WheelBandit-v0")
     post = ua.make_posterior("mfvi", in_dim=env.observation_space.shape[0], out_dim=env.action_space.n)

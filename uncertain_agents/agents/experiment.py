@@ -389,7 +389,7 @@ def run_thompson_trials(posterior: str, options: dict, trial_seeds: list[int], *
         batch_size=proto.batch_size if batch_size is None else batch_size,
         initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
         lr=proto.lr_for(method) if lr is None else lr, seed=trial_seeds[0], progress=progress,
-        progress_every=progress_every, checkpoint=checkpoint)
+        progress_every=progress_every, checkpoint=checkpoint, fit_after_warmup=proto.fit_after_warmup)
 
 
 def summarize(steps: pd.DataFrame) -> pd.DataFrame:

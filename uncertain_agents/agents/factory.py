@@ -114,7 +114,8 @@ def make_agent(name: str, *, n_actions: int, context_dim: int, posterior: str | 
     schedule = dict(train_every=proto.train_every if train_every is None else train_every,
                     train_steps=proto.steps_for(method) if train_steps is None else train_steps,
                     batch_size=proto.batch_size if batch_size is None else batch_size,
-                    initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls)
+                    initial_pulls=proto.initial_pulls if initial_pulls is None else initial_pulls,
+                    fit_after_warmup=proto.fit_after_warmup)
     settings = AgentSettings(n_actions=check_n_actions(n_actions), context_dim=check_context_dim(context_dim), protocol=proto,
                              hidden=proto.hidden if hidden is None else hidden, activation=activation,
                              schedule=schedule,

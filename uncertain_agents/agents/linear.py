@@ -80,8 +80,9 @@ class NeuralLinear(Agent):
     def __init__(self, context_dim: int, n_actions: int, *, hidden=(50,), activation: str = "relu",
                  train_every: int = 50, train_steps: TrainSteps = 100, batch_size: int = 512, lr: float = 1e-2,
                  a0: float = 6.0, b0: float = 6.0, lambda_prior: float = 0.25, initial_pulls: int = DEFAULT_INITIAL_PULLS,
-                 device="cpu", seed: int | None = None):
+                 device="cpu", seed: int | None = None, fit_after_warmup: bool = True):
         super().__init__(n_actions, context_dim)
+        self.fit_after_warmup = bool(fit_after_warmup)
         hidden = (hidden,) if isinstance(hidden, int) else tuple(hidden)
         if not hidden:
             raise ValueError("hidden must have at least one layer for NeuralLinear (use LinearThompson)")
@@ -120,7 +121,8 @@ class NeuralLinear(Agent):
         a, r = self._action(action), self._reward(reward)
         self.history.append(x, a, r)
         n = self.history.n
-        if n >= self.initial_pulls * self.n_actions and (n % self.train_every == 0 or self.n_fits == 0):
+        if n >= self.initial_pulls * self.n_actions and (n % self.train_every == 0
+                                                          or (self.fit_after_warmup and self.n_fits == 0)):
             self.refit()
         else:
             self.blr.add(self.net.features_one(0, x), a, r)

@@ -121,7 +121,8 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
                       initial_pulls: int = DEFAULT_INITIAL_PULLS, lr: float | None = None,
                       reward_scale: float = 1.0, prior_std: float | None = None, seed: int | None = None,
                       progress: Callable[[int], None] | None = None, progress_every: int = 100,
-                      checkpoint: Callable[[int, np.ndarray], None] | None = None) -> list[pd.DataFrame]:
+                      checkpoint: Callable[[int, np.ndarray], None] | None = None,
+                      fit_after_warmup: bool = True) -> list[pd.DataFrame]:
     """Thompson sampling on ``R = len(envs)`` environments in lock step, trial ``r`` acting with
     posterior ``r`` of the trial-batched ``posterior``.
 
@@ -199,7 +200,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
         if t < warmup:
             end = warmup
         else:
-            end = t + 1 if n_fits == 0 else (t // train_every + 1) * train_every
+            end = t + 1 if (n_fits == 0 and fit_after_warmup) else (t // train_every + 1) * train_every
         end = min(end, steps, (t // progress_every + 1) * progress_every,
                   t + min(env.horizon - env.t for env in envs))
         contexts = np.stack([env.peek_contexts(end - t) for env in envs])  # [R, W, d]
@@ -222,7 +223,7 @@ def run_bandit_trials(envs: Sequence, posterior: TrialBatched, *, steps: int, se
                 env.reset()
         rows.append(x, chosen_on_device, rewards[:, t:end])
         t = n = end
-        if n >= warmup and (n % train_every == 0 or n_fits == 0):
+        if n >= warmup and (n % train_every == 0 or (fit_after_warmup and n_fits == 0)):
             x_all, y_all, mask_all = rows.view()
             posterior.fit(x_all, y_all, mask_all, steps=steps_for_refit(train_steps, n_fits), batch_size=batch_size,
                           lr=lr)

@@ -63,7 +63,7 @@ class PosteriorAgent(Agent):
     def __init__(self, posterior: Posterior, n_actions: int, *, train_every: int = 50,
                  train_steps: TrainSteps = 100, batch_size: int = 512, initial_pulls: int = DEFAULT_INITIAL_PULLS,
                  lr: float | None = None, reward_scale: float = 1.0, prior_std: float | None = None,
-                 seed: int | None = None):
+                 seed: int | None = None, fit_after_warmup: bool = True):
         if not isinstance(posterior, Posterior):
             raise TypeError(f"posterior must be a uncertain_agents Posterior (see make_posterior), "
                             f"got {type(posterior).__name__}")
@@ -81,6 +81,7 @@ class PosteriorAgent(Agent):
         if isinstance(initial_pulls, bool) or not isinstance(initial_pulls, (int, np.integer)) or initial_pulls < 0:
             raise ValueError(f"initial_pulls must be a non-negative integer, got {initial_pulls!r}")
         self.initial_pulls = int(initial_pulls)
+        self.fit_after_warmup = bool(fit_after_warmup)
         self.lr = check_positive_float(lr, "lr", allow_none=True)
         self.reward_scale = check_positive_float(reward_scale, "reward_scale")
         self.prior_std = check_positive_float(BANDIT_PRIOR_STD if prior_std is None else prior_std, "prior_std")
@@ -116,7 +117,7 @@ class PosteriorAgent(Agent):
         x = self._context(context)
         self.history.append(x, self._action(action), self._reward(reward))
         n = self.history.n
-        if n >= self.warmup and (n % self.train_every == 0 or self.n_fits == 0):
+        if n >= self.warmup and (n % self.train_every == 0 or (self.fit_after_warmup and self.n_fits == 0)):
             self.refit()
 
     def refit(self) -> FitResult:

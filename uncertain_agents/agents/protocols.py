@@ -62,6 +62,11 @@ class BanditProtocol:
     batch_size: int = 512
     initial_pulls: int = DEFAULT_INITIAL_PULLS
     lr: float | None = None
+    #: fit once as soon as the round robin ends (the library's default). ``False``: the first fit
+    #: is at the first multiple of ``train_every``, as Riquelme et al.'s and Wang et al.'s code
+    #: (``if self.t % self.training_freq == 0: train``), the decisions in between acting on the
+    #: initial posterior.
+    fit_after_warmup: bool = True
     posterior_options: dict[str, dict] = field(default_factory=dict)
     posterior_lr: dict[str, float] = field(default_factory=dict)
     posterior_train_steps: dict[str, TrainSteps] = field(default_factory=dict)
@@ -136,11 +141,11 @@ _AUTHORS_SCHEDULE = LinearDecay(2000, 100, 19)
 PROTOCOLS: dict[str, BanditProtocol] = {
     "default": BanditProtocol("default"),
     "showdown": BanditProtocol(
-        "showdown", hidden=(100, 100), initial_pulls=PAPER_INITIAL_PULLS,
+        "showdown", hidden=(100, 100), initial_pulls=PAPER_INITIAL_PULLS, fit_after_warmup=False,
         posterior_options={"*": dict(_SHOWDOWN_NOISE), "dropout-alpha": {"dropout": 0.2}}),
     "fsvgd-paper": BanditProtocol(
         "fsvgd-paper", hidden=(100, 100), train_steps=_AUTHORS_SCHEDULE,
-        initial_pulls=PAPER_INITIAL_PULLS,
+        initial_pulls=PAPER_INITIAL_PULLS, fit_after_warmup=False,
         posterior_options={"*": dict(_SHOWDOWN_NOISE), "fsvgd": dict(_FSVGD_AUTHORS), "svgd": {"n_particles": 20},
                            "bootstrap": dict(_BOOTSTRAP_RIQUELME), "ensemble": {"n_members": 20},
                            "dropout-alpha": {"dropout": 0.2}},
