@@ -42,7 +42,7 @@ from uncertain_agents.agents.experiment import (PARALLEL_MODES, AgentSpec, Strea
                                                 plot_regret, resolve_env, run_thompson_trials, trials_batchable)
 from uncertain_agents.datasets.mushroom import load_mushroom
 
-PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 4; Riquelme et al. 2018)
+PUBLISHED = {  # 50,000 steps, Uniform = 100 (Wang et al. 2019 Table 3; Riquelme et al. 2018)
     ("wheel", "thompson[fsvgd]"): "7.54 ± 0.41", ("wheel", "thompson[bootstrap]"): "42.16",
     ("wheel", "thompson[mfvi]"): "55.77", ("wheel", "linear"): "42.94",
     ("mushroom", "thompson[fsvgd]"): "4.39 ± 0.39", ("mushroom", "thompson[bootstrap]"): "2.71",
