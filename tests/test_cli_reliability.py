@@ -48,10 +48,57 @@ def test_run_folder_resumes_refuses_and_forces(tmp_path):
     assert {"package_version", "torch_version", "argv", "git_commit"} <= set(manifest)
 
 
-def test_unwritable_out_is_an_error_before_work(tmp_path):
+def test_a_run_folder_in_use_by_another_process_is_refused_even_with_force(tmp_path):
+    """Two runs into one folder used to mix their trials (a --force run deleted units/ under a live
+    run, which kept writing into it). The folder is now locked for the life of the run's process."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom uncertain_agents.runs import RunFolder\n"
+         f"RunFolder({str(tmp_path / 'run')!r}, {{'a': 1}})\nprint('ready', flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        for force in (False, True):
+            with pytest.raises(ValueError, match="in use by another run"):
+                RunFolder(tmp_path / "run", {"a": 2}, force=force)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert not RunFolder(tmp_path / "run", {"a": 2}, force=True).resumed  # free once that process is gone
+
+
+def test_force_removes_the_replaced_runs_results_and_resume_keeps_every_runs_record(tmp_path):
+    first = RunFolder(tmp_path / "run", {"a": 1})
+    for name in ("summary.json", "steps.csv", "regret.png"):
+        (tmp_path / "run" / name).write_text("old")
+    (tmp_path / "run" / "notes.txt").write_text("a user's file")
+    RunFolder(tmp_path / "run", {"a": 1})  # resumed: a second command adds its record
+    runs = json.loads((tmp_path / "run" / "config.json").read_text())["runs"]
+    assert len(runs) == 2 and first.resumed is False
+    RunFolder(tmp_path / "run", {"a": 2}, force=True)
+    left = sorted(p.name for p in (tmp_path / "run").iterdir() if not p.name.startswith("."))
+    assert left == ["config.json", "notes.txt", "units"]  # no result of the replaced run survives
+    assert len(json.loads((tmp_path / "run" / "config.json").read_text())["runs"]) == 1
+
+
+def test_grid_table_names_a_broken_grid_file(tmp_path):
+    from uncertain_agents.grid import grid_table
+
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g" / "grid.json").write_text("[]")
+    with pytest.raises(ValueError, match=r"grid\.json is not a grid file"):
+        grid_table(tmp_path / "g")
+
+
+@pytest.mark.parametrize("command", [BANDIT, ["regress", "yacht", "--posterior", "map", "--epochs", "1"],
+                                     ["attack", "--dataset", "digits", "--posterior", "map", "--epochs", "1"]])
+def test_unwritable_out_is_an_error_before_work_naming_the_flag(tmp_path, capsys, monkeypatch, command):
+    from uci_helpers import write_tiny_yacht
+
+    monkeypatch.setenv("UNCERTAIN_AGENTS_DATA", str(write_tiny_yacht(tmp_path / "data")))
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert main([*BANDIT, "--out", str(blocker / "run")]) == 2
+    assert main([*command, "--out", str(blocker / "run")]) == 2
+    assert "--out" in capsys.readouterr().err
 
 
 # ----------------------------------------------------------- interrupt, resume

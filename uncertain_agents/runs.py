@@ -271,6 +271,31 @@ def run_manifest(argv=None) -> dict:
 
 
 MANIFEST = "manifest.json"
+LOCK = ".lock"
+
+
+_HELD: dict[str, int] = {}  # folders this process has locked (a process may open its own folder again)
+
+
+def lock_folder(folder: Path, what: str = "run") -> None:
+    """Hold an exclusive ``flock`` on ``folder/.lock`` until this process ends, however it ends (the
+    kernel drops the lock with the process). Raises ``ValueError`` when another process holds it.
+    Re-entrant within a process; a no-op where ``fcntl`` is missing (not POSIX)."""
+    key = os.path.realpath(folder)
+    if key in _HELD:
+        return
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        return
+    fd = os.open(Path(folder) / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), _default_file_mode())
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(f"{folder} is in use by another {what} right now; wait for it to finish, "
+                         f"or choose another --out") from None
+    _HELD[key] = fd
 
 
 def record_run(out, argv=None) -> Path:
@@ -283,16 +308,27 @@ def record_run(out, argv=None) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / MANIFEST
+    entry = run_manifest(argv)
+    fd = os.open(out / f".{MANIFEST}.lock", os.O_RDWR | os.O_CREAT, _default_file_mode())
     try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        manifest = {}
-    except ValueError:
-        raise ValueError(f"{path} is not a JSON manifest; move it away before writing results into {out}") from None
-    if not isinstance(manifest, dict) or not isinstance(manifest.setdefault("runs", []), list):
-        raise ValueError(f"{path} is not a manifest (an object with a list of runs)")
-    manifest["runs"].append(run_manifest(argv))
-    atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)  # two runs into one folder (grid --only) must not drop an entry
+        except ImportError:  # pragma: no cover
+            pass
+        try:
+            manifest = json.loads(path.read_text())
+        except FileNotFoundError:
+            manifest = {}
+        except ValueError:
+            raise ValueError(f"{path} is not a JSON manifest; move it away before writing results into {out}") from None
+        if not isinstance(manifest, dict) or not isinstance(manifest.setdefault("runs", []), list):
+            raise ValueError(f"{path} is not a manifest (an object with a list of runs)")
+        manifest["runs"].append(entry)
+        atomic_write_text(path, json.dumps(manifest, indent=1) + "\n")
+    finally:
+        os.close(fd)
     return path
 
 
@@ -331,6 +367,10 @@ class RunFolder:
 
     CONFIG = "config.json"
     UNITS = "units"
+    #: what the CLI's runs write beside config.json and units/ (bandit, regress, attack): --force over
+    #: an earlier run removes them too, so the folder never shows the replaced run's results
+    OUTPUTS = ("steps.csv", "summary.csv", "summary.json", "regret.png", "splits.csv", "splits.png",
+               "clean.csv", "fgsm.csv", "fgsm.png", "ifgsm.csv", "ifgsm.png")
 
     def __init__(self, path, config: dict, *, force: bool = False) -> None:
         from .seeding import SEEDING_SCHEME
@@ -344,10 +384,25 @@ class RunFolder:
             raise ValueError(f"cannot create the run folder {self.path}: {err.strerror or err}") from None
         if not os.access(self.path, os.W_OK):
             raise ValueError(f"the run folder {self.path} is not writable")
+        # held for the life of this process: a second run (with or without --force) is refused, not mixed in
+        lock_folder(self.path)
         self.resumed = self._check_previous(force)
-        atomic_write_text(self.path / self.CONFIG,
-                          json.dumps({"config": self.config, "manifest": run_manifest()}, indent=2, default=str))
+        manifest = run_manifest()
+        runs = [*self._previous_runs(), manifest] if self.resumed else [manifest]
+        atomic_write_text(self.path / self.CONFIG, json.dumps(
+            {"config": self.config, "manifest": manifest, "runs": runs}, indent=2, default=str))
         (self.path / self.UNITS).mkdir(exist_ok=True)
+
+    def _previous_runs(self) -> list:
+        """The manifests of every earlier invocation that filled this folder (oldest first)."""
+        try:
+            data = json.loads((self.path / self.CONFIG).read_text())
+        except (OSError, ValueError):
+            return []
+        runs = data.get("runs") if isinstance(data, dict) else None
+        if isinstance(runs, list):
+            return runs
+        return [data["manifest"]] if isinstance(data, dict) and data.get("manifest") else []
 
     def _check_previous(self, force: bool) -> bool:
         config_file = self.path / self.CONFIG
@@ -357,7 +412,7 @@ class RunFolder:
                 previous = json.loads(config_file.read_text()).get("config")
             except (OSError, ValueError, AttributeError):
                 previous = None
-        elif not any(self.path.iterdir()):
+        elif not any(p.name != LOCK for p in self.path.iterdir()):
             return False
         if previous == self.config:
             return True
@@ -371,6 +426,13 @@ class RunFolder:
                         f"today's")
             raise ValueError(f"{self.path} holds {what}; pass --force to replace it, or choose another --out")
         shutil.rmtree(self.path / self.UNITS, ignore_errors=True)
+        if previous is not None:  # an earlier run's results, not a user's files: none may outlive it
+            for name in self.OUTPUTS:
+                target = self.path / name
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target, ignore_errors=True)
+                else:
+                    target.unlink(missing_ok=True)
         return False
 
     def _unit(self, name: str, suffix: str) -> Path:

@@ -111,8 +111,8 @@ def run(args) -> int:
     from ..network import ACTIVATIONS
     from ..posteriors.progress import progress_bar, status_console
     from ..runs import RunFolder
-    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         unit_name)
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, check_writable_file,
+                         finite_number, unit_name)
 
     # every argument is checked before any work starts (and before the run folder records them)
     choices = [parse_posterior(text) for text in args.posterior]
@@ -168,7 +168,13 @@ def run(args) -> int:
     config["load"] = None if load is None else str(load)
     config["epsilons"] = list(epsilons)
     out = Path(args.out)
+    check_writable_file(out / RunFolder.CONFIG, "--out", shown=out)  # names the flag, as grid and bench do
     folder = RunFolder(out, config, force=args.force)
+    models = out / "models"
+    if args.force and not folder.resumed and models.is_dir() and load != models.resolve():
+        import shutil
+
+        shutil.rmtree(models)  # the replaced run's networks (not this run's --load): never beside its results
     # results on stdout; notes, what is loaded, trained and attacked, bars and spinners on stderr
     console, stderr = Console(), status_console()
     if note:

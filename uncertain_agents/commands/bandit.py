@@ -93,8 +93,8 @@ def run(args) -> int:
     from ..agents.factory import POSTERIOR_AGENTS
     from ..posteriors.progress import progress_bar, status_console
     from ..runs import RunFolder
-    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         json_safe, unit_name)
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, check_writable_file,
+                         finite_number, json_safe, unit_name)
 
     # every argument is checked before any work starts
     env_name = resolve_env(args.env)
@@ -148,6 +148,7 @@ def run(args) -> int:
     if batched:
         config["trial_batched"] = batched
     out = args.out or Path("runs") / f"bandit-{env_name}"
+    check_writable_file(Path(out) / RunFolder.CONFIG, "--out", shown=out)  # names the flag, as grid and bench do
     folder = RunFolder(out, config, force=args.force)
     console, stderr = Console(), status_console()  # results on stdout; notes, resuming and the bar on stderr
     if unused:

@@ -55,8 +55,8 @@ def run(args) -> int:
     from ..registry import resolve_name
     from ..regression import UCIConfig, run_uci, summarize
     from ..runs import RunFolder
-    from .common import (check_device, check_hidden, check_posterior_options, check_threads, finite_number,
-                         json_safe, titled_table, unit_name)
+    from .common import (check_device, check_hidden, check_posterior_options, check_threads, check_writable_file,
+                         finite_number, json_safe, titled_table, unit_name)
 
     # every argument is checked before any work starts
     options = dict(parse_key_value(o) for o in args.option)
@@ -92,6 +92,7 @@ def run(args) -> int:
                        lr=args.lr, n_samples=args.n_samples, splits=splits, seed=args.seed,
                        device=args.device, options=options)
     out = Path(args.out or f"runs/regress-{data.name}-{name}")
+    check_writable_file(out / RunFolder.CONFIG, "--out", shown=out)  # names the flag, as grid and bench do
     folder = RunFolder(out, asdict(config), force=args.force)
     console, stderr = Console(), status_console()  # results on stdout; notes, resuming and the bar on stderr
     if note:

@@ -199,9 +199,19 @@ def grid_table(out, *, write: bool = True, markdown=None, command: str | None = 
         meta = json.loads((out / "grid.json").read_text())
     except (OSError, ValueError):
         raise ValueError(f"{out} holds no grid (grid.json missing or unreadable); run `grid run` first") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
+        raise ValueError(f"{out / 'grid.json'} is not a grid file (no \"spec\" table); run `grid run` again to rewrite it")
     spec = parse_spec(meta["spec"], str(out / "grid.json"))
     cells = spec.cells()
-    records = CellStore(out).records(cells)
+    store = CellStore(out)
+    records = store.records(cells)
+    unreadable = [store.path(c) for c in cells if store.path(c).exists() and store.load(c) is None]
+    if unreadable:  # left out of the table (and run again by `grid run`): say so rather than show a smaller n
+        import sys
+
+        print(f"note: {len(unreadable)} cell file(s) could not be read and are left out of the table "
+              f"(`grid run` runs them again): {', '.join(map(str, unreadable[:3]))}"
+              + (" ..." if len(unreadable) > 3 else ""), file=sys.stderr)
     frame = cells_frame(records)
     if frame.empty:
         return frame

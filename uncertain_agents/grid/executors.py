@@ -59,10 +59,15 @@ def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: i
         futures = {pool.submit(execute_cell, cell, threads): cell for cell in cells}
         for future in as_completed(futures):
             report(futures[future], future.result())
-    except BrokenProcessPool as err:
-        raise broken_pool_error(err) from err
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException as err:  # Ctrl-C (or a failed report): stop the workers now; finished cells are written
+        workers_now = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in workers_now:  # else shutdown waits for every running (and queued) cell, then drops it
+            process.terminate()
+        if isinstance(err, BrokenProcessPool):
+            raise broken_pool_error(err) from err
+        raise
+    pool.shutdown(wait=True)
 
 
 def run_ray(cells: list[dict], report: Report, *, threads: int = 1, address: str | None = None,
