@@ -56,6 +56,8 @@ def check_epsilons(epsilons) -> list[float]:
         raw = [] if isinstance(epsilons, (str, bytes)) else list(np.asarray(epsilons, dtype=object).reshape(-1))
     except (TypeError, ValueError):
         raw = []
+    # 0-d tensors (list(torch.linspace(...))) are numbers too; a bool tensor becomes a bool, refused below
+    raw = [e.item() if isinstance(e, Tensor) and e.numel() == 1 else e for e in raw]
     if (epsilons is None or isinstance(epsilons, (str, bytes))
             or not all(isinstance(e, numbers.Real) and not isinstance(e, (bool, np.bool_)) for e in raw)):
         raise TypeError(f"epsilons must be a number or a sequence of numbers (not bools or text), got {epsilons!r}")

@@ -90,6 +90,12 @@ def run_one(env_name: str, label: str, agent_name: str, post: str | None, option
     return row_and_curve(frame, env_name, protocol, label, trial, seed, steps, delta, time.perf_counter() - t0)
 
 
+def first_fit(protocol: str) -> str:
+    """When ``protocol`` first fits: ``"warmup"`` (right after the round robin; every run before session 39)
+    or ``"train_every"`` (the paper presets since session 39, ``BanditProtocol.fit_after_warmup=False``)."""
+    return "warmup" if get_protocol(protocol).fit_after_warmup else "train_every"
+
+
 def row_and_curve(frame: pd.DataFrame, env_name: str, protocol: str, label: str, trial: int, seed: int, steps: int,
                   delta: float, seconds: float, parallel: str = "") -> tuple[dict, pd.DataFrame]:
     """A run's CSV row and its regret curve (at most CURVE_POINTS points)."""
@@ -97,7 +103,7 @@ def row_and_curve(frame: pd.DataFrame, env_name: str, protocol: str, label: str,
            "delta": delta if env_name == "wheel" else np.nan,
            "cumulative_regret": frame["cumulative_regret"].iloc[-1],
            "expected_cumulative_regret": frame["expected_regret"].sum(), "seconds": seconds,
-           "parallel": parallel, "seeding": SEEDING_SCHEME}
+           "parallel": parallel, "seeding": SEEDING_SCHEME, "first_fit": first_fit(protocol)}
     every = max(50, steps // CURVE_POINTS)  # a curve of at most CURVE_POINTS points per run
     curve = frame.loc[frame["step"] % every == 0, ["step", "cumulative_regret"]].round({"cumulative_regret": 3})
     return row, curve.assign(env=env_name, protocol=protocol, label=label, trial=trial)
@@ -376,6 +382,13 @@ def main(argv=None) -> int:
     done = pd.read_csv(runs_path) if runs_path.is_file() else pd.DataFrame()
     if not done.empty and "protocol" not in done:
         done["protocol"] = "default"
+    if not done.empty:  # rows without the column predate session 39: their first fit followed the round robin
+        done["first_fit"] = done["first_fit"].fillna("warmup") if "first_fit" in done else "warmup"
+        stale = done[(done["protocol"] == protocol) & (done["first_fit"] != first_fit(protocol))
+                     & ~done["label"].isin(["uniform", "linear"])]  # the agents that never fit are unchanged
+        if not stale.empty:
+            p.error(f"{args.out} holds {len(stale)} {protocol} run(s) made with a first fit right after the round "
+                    f"robin (before session 39); new trials would mix two protocols in one table. Use a new --out")
     only = set(filter(None, args.only.split(",")))
     unknown = sorted(only - {"uniform"} - {label for label, *_ in specs(posteriors)})
     if unknown:

@@ -244,7 +244,10 @@ def test_bad_arguments(mfvi, digits):
         fgsm(mfvi, x, y[:5])
     with pytest.raises(ValueError, match="epsilons must be finite and >= 0"):
         fgsm(mfvi, x, y, epsilons=[-0.1])
-    for not_sizes in (True, [0.1, False], "0.1", None):  # numpy would read True as 1.0, "0.1" as 0.1
+    from attacks.inputs import check_epsilons
+
+    assert check_epsilons(list(torch.tensor([0.0, 0.5]))) == [0.0, 0.5]  # 0-d tensors are numbers too
+    for not_sizes in (True, [0.1, False], "0.1", None, [torch.tensor(True)]):  # numpy would read True as 1.0, "0.1" as 0.1
         with pytest.raises(TypeError, match="epsilons must be a number or a sequence of numbers"):
             fgsm(mfvi, x, y, epsilons=not_sizes)
     with pytest.raises(ValueError, match="target must be a class index"):

@@ -283,3 +283,23 @@ def test_records_survive_a_cut_last_line_and_files_are_written_whole(tmp_path):
     plt.close(fig)
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_run_folders_work_unlocked_where_the_file_system_has_no_flock(tmp_path, monkeypatch):
+    """NFS without lockd or Lustre without -o flock raise ENOLCK: runs go on unlocked (as before the
+    lock existed) instead of failing, and no descriptor is left open."""
+    import errno
+    import fcntl
+
+    from uncertain_agents.runs import record_run
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    before = len(os.listdir("/proc/self/fd"))
+    folder = RunFolder(tmp_path / "run", {"a": 1})
+    assert not folder.resumed and not folder.replaced
+    record_run(tmp_path / "grid")
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert RunFolder(tmp_path / "run", {"a": 2}, force=True).replaced  # --force over an earlier run

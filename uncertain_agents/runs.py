@@ -295,6 +295,9 @@ def lock_folder(folder: Path, what: str = "run") -> None:
         os.close(fd)
         raise ValueError(f"{folder} is in use by another {what} right now; wait for it to finish, "
                          f"or choose another --out") from None
+    except OSError:  # a file system without flock (NFS without lockd, Lustre without -o flock): run unlocked
+        os.close(fd)
+        return
     _HELD[key] = fd
 
 
@@ -315,7 +318,7 @@ def record_run(out, argv=None) -> Path:
             import fcntl
 
             fcntl.flock(fd, fcntl.LOCK_EX)  # two runs into one folder (grid --only) must not drop an entry
-        except ImportError:  # pragma: no cover
+        except (ImportError, OSError):  # no fcntl, or a file system without flock: append unlocked
             pass
         try:
             manifest = json.loads(path.read_text())
@@ -386,6 +389,7 @@ class RunFolder:
             raise ValueError(f"the run folder {self.path} is not writable")
         # held for the life of this process: a second run (with or without --force) is refused, not mixed in
         lock_folder(self.path)
+        self.replaced = False  # set when --force replaced an earlier run (not a folder of a user's files)
         self.resumed = self._check_previous(force)
         manifest = run_manifest()
         runs = [*self._previous_runs(), manifest] if self.resumed else [manifest]
@@ -427,6 +431,7 @@ class RunFolder:
             raise ValueError(f"{self.path} holds {what}; pass --force to replace it, or choose another --out")
         shutil.rmtree(self.path / self.UNITS, ignore_errors=True)
         if previous is not None:  # an earlier run's results, not a user's files: none may outlive it
+            self.replaced = True
             for name in self.OUTPUTS:
                 target = self.path / name
                 if target.is_dir() and not target.is_symlink():

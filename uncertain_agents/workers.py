@@ -68,6 +68,15 @@ def broken_pool_error(err: BaseException) -> WorkersFailed:
                          f"run with workers=1 to see its own error")
 
 
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop ``pool`` now (Ctrl-C, a failed run): drop its queued calls and end its running workers,
+    where ``shutdown`` would wait for every running call first."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
 def spawn_pool(workers: int, initializer: Callable[..., None] | None = None,
                initargs: tuple = ()) -> ProcessPoolExecutor:
     """A ``ProcessPoolExecutor`` of ``workers`` spawned processes that stop when this process

@@ -165,11 +165,10 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
     elif mode == "threads":
         _run_in_threads(pending, specs, seed, workers, settings, finish, progress)
     else:
-        import multiprocessing
         from concurrent.futures import as_completed
         from concurrent.futures.process import BrokenProcessPool
 
-        from ..workers import broken_pool_error, spawn_pool
+        from ..workers import broken_pool_error, spawn_pool, stop_pool
 
         pool = spawn_pool(min(workers, len(pending)), initializer=_worker_init)
         try:
@@ -181,9 +180,7 @@ def run_experiment(env_name: str, specs: list[AgentSpec], *, steps: int, trials:
                 if progress is not None:
                     progress(specs[key[1]].label, steps)
         except BaseException as err:   # Ctrl-C or a failed run: stop the workers now, keep what finished
-            pool.shutdown(wait=False, cancel_futures=True)
-            for child in multiprocessing.active_children():
-                child.terminate()
+            stop_pool(pool)
             if isinstance(err, BrokenProcessPool):
                 raise broken_pool_error(err) from err
             raise

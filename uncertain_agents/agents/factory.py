@@ -30,7 +30,7 @@ class AgentSettings:
     protocol: BanditProtocol
     hidden: Any
     activation: str
-    schedule: dict  # train_every, train_steps, batch_size, initial_pulls
+    schedule: dict  # train_every, train_steps, batch_size, initial_pulls, fit_after_warmup
     lr: float | None
     device: Any
     seed: int | None

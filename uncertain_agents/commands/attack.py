@@ -171,7 +171,8 @@ def run(args) -> int:
     check_writable_file(out / RunFolder.CONFIG, "--out", shown=out)  # names the flag, as grid and bench do
     folder = RunFolder(out, config, force=args.force)
     models = out / "models"
-    if args.force and not folder.resumed and models.is_dir() and load != models.resolve():
+    # only an earlier run's networks (RunFolder keeps a user's files), never the folder this run --load-s
+    if folder.replaced and models.is_dir() and not models.is_symlink() and load != models.resolve():
         import shutil
 
         shutil.rmtree(models)  # the replaced run's networks (not this run's --load): never beside its results

@@ -147,6 +147,8 @@ def run(args) -> int:
         if parallel_mode(args.parallel, args.device) == "batched" else []
     if batched:
         config["trial_batched"] = batched
+    if not proto.fit_after_warmup:  # the presets' first fit moved in session 39: never resume a folder of before
+        config["first_fit"] = "train_every"
     out = args.out or Path("runs") / f"bandit-{env_name}"
     check_writable_file(Path(out) / RunFolder.CONFIG, "--out", shown=out)  # names the flag, as grid and bench do
     folder = RunFolder(out, config, force=args.force)

@@ -52,7 +52,7 @@ def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: i
     from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    from ..workers import broken_pool_error, spawn_pool
+    from ..workers import broken_pool_error, spawn_pool, stop_pool
 
     pool = spawn_pool(workers)
     try:
@@ -60,10 +60,7 @@ def run_local(cells: list[dict], report: Report, *, workers: int = 1, threads: i
         for future in as_completed(futures):
             report(futures[future], future.result())
     except BaseException as err:  # Ctrl-C (or a failed report): stop the workers now; finished cells are written
-        workers_now = list((getattr(pool, "_processes", None) or {}).values())
-        pool.shutdown(wait=False, cancel_futures=True)
-        for process in workers_now:  # else shutdown waits for every running (and queued) cell, then drops it
-            process.terminate()
+        stop_pool(pool)  # else shutdown waits for every running (and queued) cell, then drops it
         if isinstance(err, BrokenProcessPool):
             raise broken_pool_error(err) from err
         raise
