@@ -318,11 +318,8 @@ def make_posterior(name: str, *, in_dim: int, out_dim: int, hidden: Sequence[int
         raise TypeError(f"{key} got unknown option(s) {unknown}; it accepts {allowed}")
     if isinstance(hidden, int):
         hidden = (hidden,)
-    if isinstance(hidden, (str, bytes)):  # tuple("50") would be ('5', '0')
-        raise ValueError(f"hidden must be an int or a sequence of positive integers such as (50,) or "
-                         f"[100, 100], got the text {hidden!r}")
-    try:
-        hidden = tuple(hidden)
+    try:  # text goes on as given: MLPSpec names it (tuple("50") would be ('5', '0'))
+        hidden = hidden if isinstance(hidden, (str, bytes)) else tuple(hidden)
     except TypeError:
         raise TypeError(f"hidden must be a sequence of layer widths, got {hidden!r}") from None
     device = check_device(device)
